@@ -1,0 +1,291 @@
+"""The one comparison rule every suite uses (DESIGN.md, "The numerics rule").
+
+`compare(dev, ref, hi)` judges a device output against the CPU output in the
+same dtype (`ref`) and a float64 CPU oracle (`hi`):
+
+1. same structure, shape, dtype and NaN/Inf positions, or MISMATCH;
+   integer and bool outputs must be exact;
+2. PASS when every element is within assert_close's default tolerance for the
+   dtype (a caller may pass looser OpInfo overrides, never tighter ones);
+3. otherwise PASS when rmse(dev, hi) <= m * rmse(ref, hi) + atol_floor, with
+   m = 2 for float32 and m = 3 for float16/bfloat16 and for tensors of fewer
+   than SMALL_NUMEL elements, as torch._dynamo's accuracy check does: a device
+   may differ from the CPU as long as it is no further from the exact answer.
+
+FP8 outputs are upcast to float32 and must be bit-exact unless the caller asks
+for an ULP bound (`fp8_ulp_distance`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+# (rtol, atol) of torch.testing.assert_close, by dtype.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex32: (1e-3, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+FP8_DTYPES = frozenset(
+    getattr(torch, name)
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+    if hasattr(torch, name)
+)
+HALF_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.complex32})
+SMALL_NUMEL = 10
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Outcome of comparing one output (possibly a tuple of tensors)."""
+
+    ok: bool
+    rule: str  # "exact", "allclose", "oracle", "structure"
+    reason: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    err_ratio: float | None = None
+    leaf: int | None = None  # index of the first failing output leaf
+
+    def merge(self, other: "Comparison") -> "Comparison":
+        """Worst-of two comparisons: failures win, errors take the maximum."""
+        first_fail = self if not self.ok else other
+        return Comparison(
+            ok=self.ok and other.ok,
+            rule=first_fail.rule if not (self.ok and other.ok) else _stronger(self.rule, other.rule),
+            reason=first_fail.reason if not first_fail.ok else "",
+            max_abs_err=_max(self.max_abs_err, other.max_abs_err),
+            max_rel_err=_max(self.max_rel_err, other.max_rel_err),
+            err_ratio=_max(self.err_ratio, other.err_ratio),
+            leaf=first_fail.leaf if not first_fail.ok else None,
+        )
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    values = [v for v in (a, b) if v is not None]
+    return max(values) if values else None
+
+
+_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle")
+
+
+def _stronger(a: str, b: str) -> str:
+    return max(a, b, key=_RULE_STRENGTH.index)
+
+
+def tolerances(dtype: torch.dtype, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+    """assert_close's defaults for `dtype`, loosened (never tightened) by overrides."""
+    base_rtol, base_atol = DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+    return max(base_rtol, rtol or 0.0), max(base_atol, atol or 0.0)
+
+
+def atol_floor(dtype: torch.dtype) -> float:
+    """Absolute slack of rule 3, a tenth of the dtype's default atol."""
+    return DEFAULT_TOLERANCES.get(dtype, (0.0, 1e-5))[1] / 10
+
+
+def multiplier(dtype: torch.dtype, numel: int) -> float:
+    return 3.0 if dtype in HALF_DTYPES or numel < SMALL_NUMEL else 2.0
+
+
+def compare(
+    dev: Any,
+    ref: Any,
+    hi: Any = None,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    exact: bool = False,
+) -> Comparison:
+    """Judge `dev` (any device) against CPU `ref` and optional float64 oracle `hi`."""
+    dev_leaves, dev_spec = pytree.tree_flatten(dev)
+    ref_leaves, ref_spec = pytree.tree_flatten(ref)
+    if dev_spec != ref_spec:
+        return Comparison(False, "structure", f"output structure differs: {dev_spec} vs {ref_spec}")
+    hi_leaves = pytree.tree_flatten(hi)[0] if hi is not None else [None] * len(ref_leaves)
+    if len(hi_leaves) != len(ref_leaves):
+        hi_leaves = [None] * len(ref_leaves)
+    total = Comparison(True, "exact")
+    for index, (d, r, h) in enumerate(zip(dev_leaves, ref_leaves, hi_leaves)):
+        result = compare_leaf(d, r, h, rtol=rtol, atol=atol, exact=exact)
+        if not result.ok:
+            result.leaf = index
+            if len(ref_leaves) > 1:
+                result.reason = f"output {index}: {result.reason}"
+        total = total.merge(result)
+    return total
+
+
+def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, exact=False) -> Comparison:
+    if not isinstance(ref, torch.Tensor):
+        return _compare_scalar(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
+    if not isinstance(dev, torch.Tensor):
+        return Comparison(False, "structure", f"expected a tensor, got {type(dev).__name__}")
+    if dev.dtype != ref.dtype:
+        return Comparison(False, "structure", f"dtype {_dt(dev.dtype)} differs from CPU's {_dt(ref.dtype)}")
+    if dev.shape != ref.shape:
+        return Comparison(False, "structure", f"shape {tuple(dev.shape)} differs from CPU's {tuple(ref.shape)}")
+    if dev.layout != torch.strided or ref.layout != torch.strided:
+        dev, ref = dev.to_dense(), ref.to_dense()
+        hi = hi.to_dense() if isinstance(hi, torch.Tensor) else hi
+    dev = dev.detach().to("cpu")
+    ref = ref.detach()
+    if ref.dtype in FP8_DTYPES:
+        return _compare_fp8(dev, ref)
+    if not (ref.is_floating_point() or ref.is_complex()):
+        equal = torch.equal(dev, ref)
+        reason = "" if equal else _first_difference(dev, ref)
+        return Comparison(equal, "exact", reason, *(_errors(dev.double(), ref.double()) if ref.numel() else (0.0, 0.0)))
+    if ref.is_complex():
+        dev, ref = torch.view_as_real(dev.resolve_conj()), torch.view_as_real(ref.resolve_conj())
+        if isinstance(hi, torch.Tensor) and hi.is_complex():
+            hi = torch.view_as_real(hi.resolve_conj())
+    return _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
+
+
+def _compare_float(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
+    if ref.numel() == 0:
+        return Comparison(True, "exact", "", 0.0, 0.0)
+    dev64, ref64 = dev.double(), ref.double()
+    nan_dev, nan_ref = dev64.isnan(), ref64.isnan()
+    if not torch.equal(nan_dev, nan_ref):
+        where = _first_index(nan_dev ^ nan_ref)
+        return Comparison(False, "structure", f"NaN positions differ (first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)})")
+    inf_dev = dev64.isinf()
+    if not torch.equal(inf_dev, ref64.isinf()) or not torch.equal(dev64[inf_dev], ref64[inf_dev]):
+        where = _first_index((inf_dev ^ ref64.isinf()) | (inf_dev & (dev64 != ref64)))
+        return Comparison(False, "structure", f"Inf positions differ (first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)})")
+    finite = ~(nan_ref | ref64.isinf())
+    max_abs, max_rel = _errors(dev64[finite], ref64[finite])
+    ratio = None
+    if isinstance(hi, torch.Tensor) and hi.shape == ref.shape:
+        ratio = _err_ratio(dev64[finite], ref64[finite], hi.detach().double()[finite])
+    if exact:
+        ok = torch.equal(dev64[finite], ref64[finite])
+        return Comparison(ok, "exact", "" if ok else _first_difference(dev64, ref64), max_abs, max_rel, ratio)
+    r, a = tolerances(ref.dtype, rtol, atol)
+    close = (dev64 - ref64).abs() <= a + r * ref64.abs()
+    close |= ~finite
+    if bool(close.all()):
+        return Comparison(True, "allclose", "", max_abs, max_rel, ratio)
+    if isinstance(hi, torch.Tensor) and hi.shape == ref.shape:
+        hi64 = hi.detach().double()[finite]
+        dev_err = _rmse(dev64[finite], hi64)
+        ref_err = _rmse(ref64[finite], hi64)
+        bound = multiplier(ref.dtype, ref.numel()) * ref_err + atol_floor(ref.dtype)
+        if dev_err <= bound:
+            return Comparison(True, "oracle", "", max_abs, max_rel, ratio)
+        oracle_note = f"; rmse vs float64 oracle {dev_err:.3g} > bound {bound:.3g} (CPU's {ref_err:.3g})"
+    else:
+        oracle_note = "; no float64 oracle"
+    where = _first_index(~close)
+    mismatched = int((~close).sum())
+    reason = (
+        f"{mismatched}/{ref.numel()} elements outside rtol={r:g} atol={a:g}; max abs err {max_abs:.3g}, "
+        f"max rel err {max_rel:.3g}; first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)}"
+        + oracle_note
+    )
+    return Comparison(False, "oracle", reason, max_abs, max_rel, ratio)
+
+
+def _compare_scalar(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
+    if isinstance(ref, (bool, int, str, type(None))) or not isinstance(ref, (float, complex)):
+        ok = dev == ref
+        return Comparison(bool(ok), "exact", "" if ok else f"value {dev!r} differs from CPU's {ref!r}")
+    if not isinstance(dev, (int, float, complex)):
+        return Comparison(False, "structure", f"expected a number, got {type(dev).__name__}")
+    to_tensor = lambda v: torch.tensor(v, dtype=torch.float64 if isinstance(ref, float) else torch.complex128)
+    return compare_leaf(to_tensor(dev), to_tensor(ref), to_tensor(hi) if isinstance(hi, (int, float, complex)) else None,
+                        rtol=max(rtol or 0.0, 1.3e-6), atol=max(atol or 0.0, 1e-5), exact=exact)
+
+
+def _compare_fp8(dev: torch.Tensor, ref: torch.Tensor) -> Comparison:
+    dev_bits, ref_bits = dev.view(torch.uint8), ref.view(torch.uint8)
+    max_abs, max_rel = _errors(dev.float().double(), ref.float().double())
+    if torch.equal(dev_bits, ref_bits):
+        return Comparison(True, "exact", "", max_abs, max_rel)
+    where = _first_index(dev_bits != ref_bits)
+    flat_d, flat_r = dev_bits.reshape(-1), ref_bits.reshape(-1)
+    reason = (f"FP8 bits differ at index {where}: device 0x{int(flat_d[where]):02x} ({float(dev.reshape(-1)[where].float())}), "
+              f"CPU 0x{int(flat_r[where]):02x} ({float(ref.reshape(-1)[where].float())})")
+    return Comparison(False, "exact", reason, max_abs, max_rel)
+
+
+def fp8_ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Distance in representable FP8 steps between two FP8 tensors of one dtype.
+
+    Codes are mapped to a monotonic integer line (sign-magnitude to two's
+    complement) so that adjacent finite values are 1 apart and +0/-0 are 0.
+    """
+    def ordinal(t: torch.Tensor) -> torch.Tensor:
+        bits = t.view(torch.uint8).to(torch.int32)
+        magnitude = bits & 0x7F
+        return torch.where(bits & 0x80 != 0, -magnitude, magnitude)
+
+    return (ordinal(a) - ordinal(b)).abs()
+
+
+def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.numel() == 0:
+        return 0.0
+    return float(((a - b) ** 2).mean().sqrt())
+
+
+def _errors(dev: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    if dev.numel() == 0:
+        return 0.0, 0.0
+    diff = (dev - ref).abs()
+    finite = diff.isfinite()
+    if not bool(finite.any()):
+        return 0.0, 0.0
+    diff = diff[finite]
+    rel = diff / ref.abs()[finite].clamp_min(torch.finfo(torch.float64).tiny)
+    rel = torch.where(diff == 0, torch.zeros_like(rel), rel)
+    return float(diff.max()), float(rel.max())
+
+
+def _err_ratio(dev: torch.Tensor, ref: torch.Tensor, hi: torch.Tensor) -> float | None:
+    dev_err, ref_err = _rmse(dev, hi), _rmse(ref, hi)
+    if ref_err == 0.0:
+        return 1.0 if dev_err == 0.0 else None
+    ratio = dev_err / ref_err
+    return ratio if math.isfinite(ratio) else None
+
+
+def _first_index(mask: torch.Tensor) -> tuple[int, ...] | int:
+    flat = int(mask.reshape(-1).nonzero()[0, 0])
+    if mask.dim() <= 1:
+        return flat
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), mask.shape))
+
+
+def _val(t: torch.Tensor, where: Any) -> str:
+    value = t[where] if isinstance(where, tuple) else t.reshape(-1)[where]
+    return f"{float(value):.6g}"
+
+
+def _first_difference(dev: torch.Tensor, ref: torch.Tensor) -> str:
+    if dev.numel() == 0:
+        return "values differ"
+    where = _first_index(dev != ref)
+    d = dev[where] if isinstance(where, tuple) else dev.reshape(-1)[where]
+    r = ref[where] if isinstance(where, tuple) else ref.reshape(-1)[where]
+    return f"values differ; first at index {where}: device {d.item()!r}, CPU {r.item()!r}"
+
+
+def _dt(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """'bfloat16' for torch.bfloat16: the name used in WorkItems and reports."""
+    return _dt(dtype)

@@ -1,0 +1,134 @@
+"""The vocabulary every package shares: statuses, work items and results.
+
+This module imports nothing heavy; the store, the conformance suites and the
+reports all speak in these types (DESIGN.md, "Data flow of a conformance run").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, NamedTuple
+
+
+class Status(str, enum.Enum):
+    """The closed set of outcomes of one work item."""
+
+    PASS = "PASS"
+    MISMATCH = "MISMATCH"
+    FALLBACK = "FALLBACK"
+    UNSUPPORTED = "UNSUPPORTED"
+    ERROR = "ERROR"
+    CRASH = "CRASH"
+    TIMEOUT = "TIMEOUT"
+    SKIP = "SKIP"
+    REF_ERROR = "REF_ERROR"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, text: str) -> "Status":
+        from op_db.errors import InputError
+
+        try:
+            return cls(text.strip().upper())
+        except ValueError:
+            known = ", ".join(s.value for s in cls)
+            raise InputError(f"unknown status {text!r}; known statuses: {known}.") from None
+
+
+# Statuses that say the backend ran the item correctly.
+WORKING = frozenset({Status.PASS, Status.FALLBACK})
+# Statuses that count against the backend (SKIP and REF_ERROR say nothing about it).
+FAILING = frozenset(
+    {Status.MISMATCH, Status.UNSUPPORTED, Status.ERROR, Status.CRASH, Status.TIMEOUT}
+)
+STATUS_ORDER = tuple(Status)
+
+
+class WorkItem(NamedTuple):
+    """One unit of work: e.g. ("opinfo", "mul", "forward", "bfloat16", "eager")."""
+
+    suite: str
+    subject: str
+    variant: str
+    dtype: str
+    mode: str
+
+    @property
+    def test_id(self) -> str:
+        """The dotted name used by JUnit and logs: opinfo.mul.forward.bfloat16.eager."""
+        return ".".join(self)
+
+
+@dataclasses.dataclass
+class Result:
+    """One row per WorkItem (DESIGN.md, "A Result is one row per WorkItem").
+
+    Beyond the design's fields: `aten_ops` maps each overload to its hit count;
+    `claimed` says whether the suite's own metadata claims the dtype for the
+    device (None when unknown); `check` names the comparison applied (for
+    example "numerics", "shape-dtype-device", "random-range", "exact");
+    `divergence` names the first divergent module of a model; `extra` holds
+    suite-specific facts that reports may show but never interpret.
+    """
+
+    suite: str
+    subject: str
+    variant: str
+    dtype: str
+    mode: str
+    status: Status
+    samples: int = 0
+    samples_passed: int = 0
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    err_ratio: float | None = None
+    first_failure: str | None = None
+    message: str | None = None
+    failing_op: str | None = None
+    aten_ops: dict[str, int] = dataclasses.field(default_factory=dict)
+    fallback_ops: list[str] = dataclasses.field(default_factory=list)
+    duration_s: float = 0.0
+    claimed: bool | None = None
+    check: str | None = None
+    divergence: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    @property
+    def item(self) -> WorkItem:
+        return WorkItem(self.suite, self.subject, self.variant, self.dtype, self.mode)
+
+    @classmethod
+    def for_item(cls, item: WorkItem, status: Status, **fields: Any) -> "Result":
+        return cls(*item, status=status, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Result":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(Result))
+
+MESSAGE_LIMIT = 2000
+
+
+def shorten(text: str | None, limit: int = MESSAGE_LIMIT) -> str | None:
+    """Cut long exception text so a result never carries a tensor dump."""
+    if text is None:
+        return None
+    text = str(text).strip()
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    return f"{text[:head]} ... [{len(text) - limit} chars cut] ... {text[-(limit - head):]}"

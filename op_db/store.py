@@ -1,0 +1,366 @@
+"""The SQLite store: the only code that reads or writes the results database.
+
+One file holds `runs` (one row per invocation) and `results` (one row per
+WorkItem of a run). Every result is committed in its own transaction as it is
+produced, so a killed run loses nothing; the file runs in WAL mode with a busy
+timeout so several processes can write different runs at once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from op_db.errors import InputError
+from op_db.records import RESULT_FIELDS, Result, Status, WorkItem
+
+APP_ID = "neuron-check"
+DEFAULT_DB = "neuron-check.db"
+BUSY_TIMEOUT_MS = 30_000
+
+# Run columns besides the id; `versions` and `options` are JSON objects.
+RUN_FIELDS = (
+    "started", "finished", "backend", "device", "simulated", "torch_version",
+    "backend_version", "transformers_version", "host", "git_revision", "command",
+    "status", "versions", "options",
+)
+
+# Each entry upgrades the schema by one version; never edit a shipped entry.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        started TEXT NOT NULL,
+        finished TEXT,
+        backend TEXT NOT NULL,
+        device TEXT NOT NULL,
+        simulated INTEGER NOT NULL DEFAULT 0,
+        torch_version TEXT,
+        backend_version TEXT,
+        transformers_version TEXT,
+        host TEXT,
+        git_revision TEXT,
+        command TEXT,
+        status TEXT NOT NULL DEFAULT 'running',
+        versions TEXT NOT NULL DEFAULT '{}',
+        options TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE TABLE results (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        suite TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        variant TEXT NOT NULL,
+        dtype TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        status TEXT NOT NULL,
+        samples INTEGER NOT NULL DEFAULT 0,
+        samples_passed INTEGER NOT NULL DEFAULT 0,
+        max_abs_err REAL,
+        max_rel_err REAL,
+        err_ratio REAL,
+        first_failure TEXT,
+        message TEXT,
+        failing_op TEXT,
+        aten_ops TEXT NOT NULL DEFAULT '{}',
+        fallback_ops TEXT NOT NULL DEFAULT '[]',
+        duration_s REAL NOT NULL DEFAULT 0,
+        claimed INTEGER,
+        "check" TEXT,
+        divergence TEXT,
+        extra TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (run_id, suite, subject, variant, dtype, mode)
+    );
+    CREATE INDEX results_status ON results(run_id, status);
+    CREATE TABLE coverage (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        op TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        PRIMARY KEY (run_id, op)
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_JSON_RESULT_FIELDS = {"aten_ops": dict, "fallback_ops": list, "extra": dict}
+
+
+def default_path() -> Path:
+    return Path(os.environ.get("NEURON_CHECK_DB") or DEFAULT_DB)
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Store:
+    """A handle on one results database. Use `Store.open`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, readonly: bool):
+        self._conn = conn
+        self.path = path
+        self.readonly = readonly
+
+    # -- opening ---------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False) -> "Store":
+        """Open (and, unless `readonly`, create or migrate) a store.
+
+        A file that is not SQLite, or an SQLite file of another application,
+        raises InputError and is left untouched.
+        """
+        path = Path(path) if path is not None else default_path()
+        if path.is_dir():
+            raise InputError(f"{path} is a directory, not a neuron-check database.")
+        exists = path.exists()
+        if not exists and readonly:
+            raise InputError(f"database {path} does not exist; run `neuron-check ops` first or pass --db.")
+        if exists:
+            _check_is_ours(path)
+        if readonly:
+            conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        else:
+            if not path.parent.exists():
+                raise InputError(f"cannot create database {path}: folder {path.parent} does not exist.")
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if not readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+                _migrate(conn, path)
+            else:
+                _check_version(conn, path)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise InputError(f"{path} is not a usable neuron-check database ({exc}).") from None
+        return cls(conn, path, readonly)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs ------------------------------------------------------------
+
+    def create_run(self, *, backend: str, device: str, **meta: Any) -> int:
+        """Insert a run row and return its id. Unknown keys go into `versions`."""
+        row = {"started": meta.pop("started", None) or now(), "backend": backend, "device": device}
+        versions = dict(meta.pop("versions", {}) or {})
+        for key in list(meta):
+            if key in RUN_FIELDS:
+                row[key] = meta.pop(key)
+        versions.update(meta)
+        row["versions"] = versions
+        row["options"] = row.get("options") or {}
+        row["simulated"] = int(bool(row.get("simulated")))
+        for key in ("versions", "options"):
+            row[key] = json.dumps(row[key], sort_keys=True)
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self._conn:
+            cur = self._conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", tuple(row.values()))
+        return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, status: str = "finished") -> None:
+        with self._conn:
+            self._conn.execute(
+                "UPDATE runs SET finished = ?, status = ? WHERE id = ?", (now(), status, run_id)
+            )
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise InputError(f"run {run_id} does not exist in {self.path}.")
+        return _run_dict(row)
+
+    def runs(self) -> list[dict[str, Any]]:
+        rows = self._conn.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        return [_run_dict(r) for r in rows]
+
+    def resolve_run(self, spec: str | int | None = "latest") -> int:
+        """Turn 'latest', None or an id (int or text) into an existing run id."""
+        if spec is None or str(spec).strip().lower() == "latest":
+            row = self._conn.execute("SELECT max(id) FROM runs").fetchone()
+            if row[0] is None:
+                raise InputError(f"{self.path} holds no runs yet.")
+            return int(row[0])
+        try:
+            run_id = int(str(spec).strip())
+        except ValueError:
+            raise InputError(f"run must be a number or 'latest', not {spec!r}.") from None
+        self.run(run_id)
+        return run_id
+
+    # -- results ---------------------------------------------------------
+
+    def add_result(self, run_id: int, result: Result) -> None:
+        """Commit one result; a result for the same item replaces the old one."""
+        values = _result_row(result)
+        cols = ", ".join(f'"{c}"' for c in ("run_id", *values))
+        marks = ", ".join("?" for _ in range(len(values) + 1))
+        with self._conn:
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO results ({cols}) VALUES ({marks})",
+                (run_id, *values.values()),
+            )
+
+    def add_results(self, run_id: int, results: Iterable[Result]) -> None:
+        for result in results:
+            self.add_result(run_id, result)
+
+    def results(self, run_id: int, *, suite: str | None = None) -> list[Result]:
+        return list(self.iter_results(run_id, suite=suite))
+
+    def iter_results(self, run_id: int, *, suite: str | None = None) -> Iterator[Result]:
+        sql = "SELECT * FROM results WHERE run_id = ?"
+        args: list[Any] = [run_id]
+        if suite:
+            sql += " AND suite = ?"
+            args.append(suite)
+        sql += " ORDER BY suite, subject, variant, dtype, mode"
+        for row in self._conn.execute(sql, args):
+            yield _row_result(row)
+
+    def stored_items(self, run_id: int) -> set[WorkItem]:
+        rows = self._conn.execute(
+            "SELECT suite, subject, variant, dtype, mode FROM results WHERE run_id = ?", (run_id,)
+        )
+        return {WorkItem(*r) for r in rows}
+
+    def status_counts(self, run_id: int) -> dict[str, int]:
+        rows = self._conn.execute(
+            "SELECT status, count(*) FROM results WHERE run_id = ? GROUP BY status", (run_id,)
+        )
+        counts = {s.value: 0 for s in Status}
+        counts.update({r[0]: r[1] for r in rows})
+        return counts
+
+    # -- dispatcher coverage ---------------------------------------------
+
+    def set_coverage(self, run_id: int, rows: Iterable[tuple[str, str]]) -> None:
+        """Store the static (op, registration kind) table measured for a run."""
+        with self._conn:
+            self._conn.execute("DELETE FROM coverage WHERE run_id = ?", (run_id,))
+            self._conn.executemany(
+                "INSERT INTO coverage (run_id, op, kind) VALUES (?, ?, ?)",
+                ((run_id, op, kind) for op, kind in rows),
+            )
+
+    def coverage(self, run_id: int) -> list[tuple[str, str]]:
+        rows = self._conn.execute(
+            "SELECT op, kind FROM coverage WHERE run_id = ? ORDER BY op", (run_id,)
+        )
+        return [(r[0], r[1]) for r in rows]
+
+
+# -- helpers -----------------------------------------------------------------
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_is_ours(path: Path) -> None:
+    """Refuse files that are not SQLite, or SQLite files of someone else, unmodified."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise InputError(f"cannot read database {path}: {exc.strerror}.") from None
+    if head == b"":
+        return  # an empty file is a new database
+    if head != _SQLITE_MAGIC:
+        raise InputError(f"{path} is not an SQLite database (corrupt or another kind of file).")
+    try:
+        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not tables:
+                return
+            if "schema_info" not in tables:
+                raise InputError(f"{path} is an SQLite database of another application, not neuron-check.")
+            app = conn.execute("SELECT value FROM schema_info WHERE key = 'app'").fetchone()
+            if not app or app[0] != APP_ID:
+                raise InputError(f"{path} is an SQLite database of another application, not neuron-check.")
+            conn.execute("PRAGMA quick_check").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path} is a corrupt database ({exc}).") from None
+
+
+def _stored_version(conn: sqlite3.Connection) -> int:
+    has_info = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_info'"
+    ).fetchone()
+    if not has_info:
+        return 0
+    row = conn.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _check_version(conn: sqlite3.Connection, path: Path) -> int:
+    version = _stored_version(conn)
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"{path} was written by a newer neuron-check (schema {version}, this one reads up to {SCHEMA_VERSION})."
+        )
+    if version == 0:
+        raise InputError(f"{path} is an empty database with no neuron-check runs.")
+    if version < SCHEMA_VERSION:
+        raise InputError(f"{path} uses schema {version}; open it once without read-only access to migrate it.")
+    return version
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    version = _stored_version(conn)
+    if version > SCHEMA_VERSION:
+        _check_version(conn, path)
+    with conn:
+        if version == 0:
+            conn.execute("CREATE TABLE schema_info (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            conn.execute("INSERT INTO schema_info VALUES ('app', ?)", (APP_ID,))
+            conn.execute("INSERT INTO schema_info VALUES ('version', '0')")
+        for number in range(version, SCHEMA_VERSION):
+            for statement in _statements(MIGRATIONS[number]):
+                conn.execute(statement)
+            conn.execute("UPDATE schema_info SET value = ? WHERE key = 'version'", (str(number + 1),))
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
+    data = dict(row)
+    data["simulated"] = bool(data["simulated"])
+    data["versions"] = json.loads(data["versions"] or "{}")
+    data["options"] = json.loads(data["options"] or "{}")
+    return data
+
+
+def _result_row(result: Result) -> dict[str, Any]:
+    data = result.to_dict()
+    for key in _JSON_RESULT_FIELDS:
+        data[key] = json.dumps(data[key], sort_keys=True)
+    if data["claimed"] is not None:
+        data["claimed"] = int(bool(data["claimed"]))
+    return {k: data[k] for k in RESULT_FIELDS}
+
+
+def _row_result(row: sqlite3.Row) -> Result:
+    data = {k: row[k] for k in RESULT_FIELDS}
+    for key, kind in _JSON_RESULT_FIELDS.items():
+        data[key] = json.loads(data[key]) if data[key] else kind()
+    if data["claimed"] is not None:
+        data["claimed"] = bool(data["claimed"])
+    return Result.from_dict(data)

@@ -1,0 +1,113 @@
+"""The `neuron-check` command group.
+
+Commands live in `porting_cli/commands/`, one module each, and are imported
+only when used, so `neuron-check --help` and the static scan never import
+torch. `neuron-check path/to/script.py ...` is routed to the `port` command.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from op_db.errors import InputError
+
+# Command name -> module under porting_cli.commands that defines `command`.
+COMMANDS = {
+    "port": "port",
+    "ops": "ops",
+    "models": "models",
+    "devices": "devices",
+    "runs": "runs",
+    "report": "report",
+    "gate": "gate",
+    "merge": "merge",
+    "dashboard": "dashboard",
+    "coverage": "coverage",
+    "profile": "profile",
+}
+
+EXIT_OK, EXIT_TRIPPED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def _looks_like_script(arg: str) -> bool:
+    return arg.endswith(".py") or (os.path.sep in arg and not arg.startswith("-"))
+
+
+class NeuronCheckGroup(click.Group):
+    """Lazy command loading, script routing and the error convention."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module_name = COMMANDS.get(name)
+        if module_name is None:
+            return None
+        try:
+            module = importlib.import_module(f"porting_cli.commands.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"porting_cli.commands.{module_name}":
+                return None
+            raise
+        return module.command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for index, arg in enumerate(args):
+            if arg.startswith("-"):
+                continue
+            if arg not in COMMANDS and _looks_like_script(arg):
+                args = [*args[:index], "port", *args[index:]]
+            break
+        return super().parse_args(ctx, args)
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        kwargs.setdefault("standalone_mode", False)
+        debug = "--debug" in sys.argv[1:] or bool(os.environ.get("NEURON_CHECK_DEBUG"))
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
+        except click.Abort:
+            click.echo("neuron-check: interrupted.", err=True)
+            sys.exit(130)
+        except InputError as exc:
+            if debug:
+                raise
+            click.echo(f"neuron-check: error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+        except KeyboardInterrupt:
+            click.echo("neuron-check: interrupted.", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if debug:
+                raise
+            click.echo(
+                f"neuron-check: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback).",
+                err=True,
+            )
+            sys.exit(EXIT_INTERNAL)
+        sys.exit(result if isinstance(result, int) else EXIT_OK)
+
+
+@click.group(cls=NeuronCheckGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-sentence errors.")
+@click.version_option(package_name="neuron-check", prog_name="neuron-check")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Operator and model conformance for PyTorch accelerator backends, and the porting check.
+
+    \b
+    neuron-check examples/gpt_amp_train.py       what stops this script on the backend
+    neuron-check ops --device sim --ops add,mul  OpInfo suite against CPU
+    neuron-check models --arch llama,gpt2        tiny Transformers models against CPU
+    neuron-check report --format html -o r.html  coverage report of the latest run
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug

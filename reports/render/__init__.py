@@ -1,0 +1,1 @@
+"""Renderers: each turns data read from the store into one output format."""
