@@ -1,0 +1,84 @@
+"""The embedded stand-in device `sim`: a CPU-backed PrivateUse1 backend with coverage profiles.
+
+Public API::
+
+    register()                      rename PrivateUse1 to "sim", register torch.sim, hooks,
+                                    tensor/module methods and the CPU fallback (idempotent)
+    load_profile(path_or_dict)      -> SimProfile (raises op_db.errors.InputError)
+    set_profile(profile_or_None), active_profile()
+    fallback_log(), reset_fallback_log()
+    DEVICE = "sim"
+
+`register()` loads the profile named by the environment variable NEURON_CHECK_SIM_PROFILE,
+if set, so worker processes inherit their parent's profile.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .faults import (
+    DEVICE,
+    active_profile,
+    fallback_log,
+    reset_fallback_log,
+    set_profile,
+)
+from .profile import FAULT_KINDS, Fault, SimProfile, load_profile
+
+__all__ = [
+    "DEVICE",
+    "ENV_PROFILE",
+    "FAULT_KINDS",
+    "Fault",
+    "SimProfile",
+    "active_profile",
+    "fallback_log",
+    "is_registered",
+    "load_profile",
+    "register",
+    "reset_fallback_log",
+    "set_profile",
+]
+
+ENV_PROFILE = "NEURON_CHECK_SIM_PROFILE"
+
+_registered = False
+
+
+def is_registered() -> bool:
+    return _registered
+
+
+def register() -> None:
+    """Make ``device="sim"`` usable in this process. Safe to call more than once.
+
+    Raises RuntimeError if PrivateUse1 is already taken by another backend name.
+    """
+    global _registered
+    if _registered:
+        return
+    import torch
+
+    from . import device_module, tensor
+
+    current = torch._C._get_privateuse1_backend_name()
+    if current != DEVICE:
+        if current != "privateuseone":
+            raise RuntimeError(
+                f"Cannot register the {DEVICE} device: PrivateUse1 is already registered as "
+                f"{current!r} in this process."
+            )
+        torch.utils.rename_privateuse1_backend(DEVICE)
+    if not hasattr(torch, DEVICE):
+        torch._register_device_module(DEVICE, device_module.make_module())
+    device_module.register_hooks()
+    if not hasattr(torch.Tensor, DEVICE):
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=False
+        )
+    tensor.install_fallback()
+    env = os.environ.get(ENV_PROFILE)
+    if env:
+        set_profile(load_profile(env))
+    _registered = True

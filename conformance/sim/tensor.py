@@ -1,0 +1,235 @@
+"""The `sim` tensor: a PrivateUse1 wrapper subclass holding a CPU tensor, and the one fallback
+that runs every aten op on CPU.
+
+Two entry points reach `_run`:
+
+* `SimTensor.__torch_dispatch__` -- any op with a sim tensor argument;
+* the PrivateUse1 fallback registered by `install_fallback` -- factory ops
+  (``torch.empty(..., device="sim")``) that have no tensor argument.
+
+`_run` unwraps sim tensors to their CPU tensors and sim devices to ``cpu``, applies the active
+profile (unsupported op/dtype, CPU-fallback warning, faults), runs the op on CPU and wraps the
+results. View ops run on the held CPU tensor, so a view's CPU storage aliases its base's and
+in-place updates through either show in both. In-place and out= ops return their (sim) input
+object, with its metadata updated if the CPU kernel resized or restrided it.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from . import faults
+from .faults import DEVICE
+
+_CPU = torch.device("cpu")
+_META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+_SET_META = torch.ops.aten.set_.source_Storage_storage_offset
+
+# Ops that legitimately take CPU tensors next to device tensors on real backends.
+_CPU_ARGS_OK = frozenset(
+    "copy_ _copy_from _copy_from_and_resize _to_copy index index_put index_put_ "
+    "_index_put_impl_ _unsafe_index _unsafe_index_put tensor_split set_ lift_fresh "
+    "lift_fresh_copy _has_compatible_shallow_copy_type equal is_same_size".split()
+)
+
+
+class SimTensor(torch.Tensor):
+    """A tensor on device ``sim``; its data is the CPU tensor in ``_cpu``."""
+
+    _cpu: torch.Tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, cpu: torch.Tensor, requires_grad: bool = False):
+        r = torch.Tensor._make_wrapper_subclass(
+            cls,
+            cpu.size(),
+            strides=cpu.stride(),
+            storage_offset=cpu.storage_offset(),
+            dtype=cpu.dtype,
+            layout=cpu.layout,
+            device=torch.device(DEVICE, 0),
+            requires_grad=requires_grad,
+        )
+        r._cpu = cpu
+        return r
+
+    def __repr__(self, *, tensor_contents=None):
+        if tensor_contents is None:
+            with torch.no_grad():
+                tensor_contents = torch._tensor_str._tensor_str(self._cpu.detach(), len("tensor("))
+        text = torch._tensor_str._str(self, tensor_contents=tensor_contents)
+        return "tensor(" + text[len("SimTensor("):] if text.startswith("SimTensor(") else text
+
+    def __format__(self, format_spec):
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _run(func, args, kwargs or {})
+
+    # Traceable-subclass protocol, so torch.compile / AOTAutograd can trace through sim.
+    def __tensor_flatten__(self):
+        return ["_cpu"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
+        return SimTensor(inner_tensors["_cpu"])
+
+
+def _sync_metadata(t: SimTensor) -> None:
+    """Make the wrapper's size/stride/offset follow its CPU tensor after an in-place op."""
+    c = t._cpu
+    if t.size() == c.size() and t.stride() == c.stride() and t.storage_offset() == c.storage_offset():
+        return
+    with torch._C._DisableTorchDispatch():
+        _SET_META.redispatch(
+            _META_KEYS, t, t.untyped_storage(), c.storage_offset(), c.size(), c.stride()
+        )
+
+
+@contextmanager
+def _sim_rng():
+    """Run a random op on the sim generator: swap it in as CPU's default generator."""
+    from .device_module import generator
+
+    cpu_default = torch.default_generator
+    saved = cpu_default.get_state()
+    cpu_default.set_state(generator().get_state())
+    try:
+        yield
+    finally:
+        generator().set_state(cpu_default.get_state())
+        cpu_default.set_state(saved)
+
+
+def _schema_info(func):
+    cached = _SCHEMA_CACHE.get(func)
+    if cached is None:
+        schema = func._schema
+        write_args = {}
+        for i, a in enumerate(schema.arguments):
+            if a.alias_info is not None and a.alias_info.is_write:
+                for s in a.alias_info.before_set:
+                    write_args[s] = (i, a.name, a.kwarg_only)
+        returns = []
+        for r in schema.returns:
+            ai = r.alias_info
+            if ai is not None and ai.is_write:
+                returns.append(("write", next((write_args[s] for s in ai.before_set if s in write_args), None)))
+            elif ai is not None:
+                returns.append(("view", None))
+            else:
+                returns.append(("new", None))
+        seeded = torch.Tag.nondeterministic_seeded in func.tags
+        cached = (returns, seeded, func._schema.name.split("::")[-1])
+        _SCHEMA_CACHE[func] = cached
+    return cached
+
+
+_SCHEMA_CACHE: dict = {}
+
+
+def _arg(args, kwargs, pos, name, kwarg_only):
+    if not kwarg_only and pos < len(args):
+        return args[pos]
+    return kwargs.get(name)
+
+
+def _run(func, args, kwargs):
+    name = str(func)
+    returns, seeded, base_name = _schema_info(func)
+    profile = faults.active_profile()
+
+    flat, spec = tree_flatten((args, kwargs))
+    cpu_flat, in_dtypes, sim_in, cpu_big, to_sim = [], set(), False, False, None
+    for x in flat:
+        if isinstance(x, SimTensor):
+            sim_in = True
+            in_dtypes.add(x.dtype)
+            x = x._cpu
+        elif isinstance(x, torch.Tensor):
+            if x.dim() > 0 and x.device.type == "cpu":
+                cpu_big = True
+        elif isinstance(x, torch.device):
+            is_sim = x.type == DEVICE
+            to_sim = is_sim if to_sim is None else (to_sim or is_sim)
+            if is_sim:
+                x = _CPU
+        elif isinstance(x, torch.dtype):
+            in_dtypes.add(x)
+        cpu_flat.append(x)
+    if to_sim is None:
+        to_sim = True
+    if sim_in and cpu_big and base_name not in _CPU_ARGS_OK:
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            f"{DEVICE}:0 and cpu! (when checking argument for {faults.c10_op_name(func)})"
+        )
+    if profile is not None:
+        faults.before(profile, func, name)
+        if to_sim:
+            faults.check_dtypes(profile, in_dtypes)
+        else:
+            faults.check_dtypes(profile, (x.dtype for x in flat if isinstance(x, SimTensor)))
+    cargs, ckwargs = tree_unflatten(cpu_flat, spec)
+
+    if seeded:
+        with _sim_rng():
+            out = func(*cargs, **ckwargs)
+    else:
+        out = func(*cargs, **ckwargs)
+
+    single = not isinstance(out, tuple)
+    outs = [out] if single else list(out)
+    if profile is not None:
+        out_tensors = [t for t in tree_flatten(outs)[0] if isinstance(t, torch.Tensor)]
+        if to_sim:
+            faults.check_dtypes(profile, (t.dtype for t in out_tensors))
+        if profile.faults:
+            dtypes = {faults.dtype_name(d) for d in in_dtypes}
+            dtypes |= {faults.dtype_name(t.dtype) for t in out_tensors}
+            kinds = [r[0] for r in returns] if len(returns) == len(outs) else ["new"] * len(outs)
+            outs = faults.after(profile, name, dtypes, outs, [k == "view" for k in kinds])
+
+    wrapped = []
+    for i, o in enumerate(outs):
+        kind, where = returns[i] if i < len(returns) else ("new", None)
+        if kind == "write" and where is not None:
+            orig = _arg(args, kwargs, *where)
+            if isinstance(orig, SimTensor):
+                if o is not orig._cpu and isinstance(o, torch.Tensor):
+                    orig._cpu = o
+                _sync_metadata(orig)
+                wrapped.append(orig)
+                continue
+            if orig is not None and not isinstance(o, (list, tuple)):
+                wrapped.append(orig)
+                continue
+        wrapped.append(_wrap(o) if to_sim else o)
+    return wrapped[0] if single else tuple(wrapped)
+
+
+def _wrap(x):
+    return tree_map(lambda t: SimTensor(t) if isinstance(t, torch.Tensor) and not isinstance(t, SimTensor) else t, x)
+
+
+def _fallback_kernel(op, *args, **kwargs):
+    """PrivateUse1 fallback: reached by ops without sim tensor args (factories)."""
+    return _run(op, args, kwargs)
+
+
+_LIB = None
+
+
+def install_fallback() -> None:
+    global _LIB
+    if _LIB is None:
+        lib = torch.library.Library("_", "IMPL")
+        lib.fallback(_fallback_kernel, dispatch_key="PrivateUse1")
+        _LIB = lib
