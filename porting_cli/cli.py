@@ -37,6 +37,17 @@ def _looks_like_script(arg: str) -> bool:
     return arg.endswith(".py") or (os.path.sep in arg and not arg.startswith("-"))
 
 
+def route_script(args: list[str]) -> list[str]:
+    """`neuron-check [opts] model.py ...` means `neuron-check [opts] port model.py ...`."""
+    for index, arg in enumerate(args):
+        if arg.startswith("-"):
+            continue
+        if arg not in COMMANDS and _looks_like_script(arg):
+            return [*args[:index], "port", *args[index:]]
+        break
+    return args
+
+
 class NeuronCheckGroup(click.Group):
     """Lazy command loading, script routing and the error convention."""
 
@@ -56,13 +67,7 @@ class NeuronCheckGroup(click.Group):
         return module.command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        for index, arg in enumerate(args):
-            if arg.startswith("-"):
-                continue
-            if arg not in COMMANDS and _looks_like_script(arg):
-                args = [*args[:index], "port", *args[index:]]
-            break
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, route_script(args))
 
     def main(self, *args, **kwargs):  # type: ignore[override]
         kwargs.setdefault("standalone_mode", False)
