@@ -31,7 +31,10 @@ RUN_FIELDS = (
 )
 
 # Each entry upgrades the schema by one version; never edit a shipped entry.
-MIGRATIONS: tuple[str, ...] = (
+# An entry is an SQL script or a callable taking the connection (for data
+# migrations). The code reads `len(MIGRATIONS)` at run time, so a test can
+# append a migration and watch an old file being upgraded.
+MIGRATIONS: tuple[Any, ...] = (
     """
     CREATE TABLE runs (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -85,6 +88,11 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version() -> int:
+    """The schema this code writes: one past the last migration."""
+    return len(MIGRATIONS)
 
 _JSON_RESULT_FIELDS = {"aten_ops": dict, "fallback_ops": list, "extra": dict}
 
@@ -202,18 +210,62 @@ class Store:
         self.run(run_id)
         return run_id
 
+    def run_summaries(self) -> list[dict[str, Any]]:
+        """Every run with its `counts` per status (for `neuron-check runs`)."""
+        counts: dict[int, dict[str, int]] = {}
+        for run_id, status, n in self._conn.execute(
+            "SELECT run_id, status, count(*) FROM results GROUP BY run_id, status"
+        ):
+            counts.setdefault(run_id, {})[status] = n
+        summaries = []
+        for run in self.runs():
+            run["counts"] = {s.value: 0 for s in Status} | counts.get(run["id"], {})
+            summaries.append(run)
+        return summaries
+
+    def import_run(
+        self,
+        run: dict[str, Any],
+        results: Iterable[Result],
+        coverage: Iterable[tuple[str, str]] = (),
+    ) -> int:
+        """Copy a whole run (row without its id, results, coverage) in one transaction.
+
+        Used by `merge`: all or nothing, so an interrupted merge leaves no half run.
+        """
+        row = {k: run[k] for k in RUN_FIELDS if k in run}
+        row["simulated"] = int(bool(row.get("simulated")))
+        for key in ("versions", "options"):
+            row[key] = json.dumps(row.get(key) or {}, sort_keys=True)
+        with self._conn:
+            cur = self._conn.execute(
+                f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                tuple(row.values()),
+            )
+            run_id = int(cur.lastrowid)
+            for result in results:
+                self._insert_result(run_id, result)
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO coverage (run_id, op, kind) VALUES (?, ?, ?)",
+                ((run_id, op, kind) for op, kind in coverage),
+            )
+        return run_id
+
     # -- results ---------------------------------------------------------
 
     def add_result(self, run_id: int, result: Result) -> None:
         """Commit one result; a result for the same item replaces the old one."""
+        with self._conn:
+            self._insert_result(run_id, result)
+
+    def _insert_result(self, run_id: int, result: Result) -> None:
         values = _result_row(result)
         cols = ", ".join(f'"{c}"' for c in ("run_id", *values))
         marks = ", ".join("?" for _ in range(len(values) + 1))
-        with self._conn:
-            self._conn.execute(
-                f"INSERT OR REPLACE INTO results ({cols}) VALUES ({marks})",
-                (run_id, *values.values()),
-            )
+        self._conn.execute(
+            f"INSERT OR REPLACE INTO results ({cols}) VALUES ({marks})",
+            (run_id, *values.values()),
+        )
 
     def add_results(self, run_id: int, results: Iterable[Result]) -> None:
         for result in results:
@@ -310,30 +362,45 @@ def _stored_version(conn: sqlite3.Connection) -> int:
 
 def _check_version(conn: sqlite3.Connection, path: Path) -> int:
     version = _stored_version(conn)
-    if version > SCHEMA_VERSION:
+    latest = schema_version()
+    if version > latest:
         raise InputError(
-            f"{path} was written by a newer neuron-check (schema {version}, this one reads up to {SCHEMA_VERSION})."
+            f"{path} was written by a newer neuron-check (schema {version}, this one reads up to {latest})."
         )
     if version == 0:
         raise InputError(f"{path} is an empty database with no neuron-check runs.")
-    if version < SCHEMA_VERSION:
+    if version < latest:
         raise InputError(f"{path} uses schema {version}; open it once without read-only access to migrate it.")
     return version
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    version = _stored_version(conn)
-    if version > SCHEMA_VERSION:
-        _check_version(conn, path)
-    with conn:
+    latest = schema_version()
+    if _stored_version(conn) == latest:
+        return
+    # BEGIN IMMEDIATE takes the write lock before reading the version, so two
+    # processes opening a new file at once cannot both create the tables.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _stored_version(conn)
+        if version > latest:
+            _check_version(conn, path)
         if version == 0:
             conn.execute("CREATE TABLE schema_info (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             conn.execute("INSERT INTO schema_info VALUES ('app', ?)", (APP_ID,))
             conn.execute("INSERT INTO schema_info VALUES ('version', '0')")
-        for number in range(version, SCHEMA_VERSION):
-            for statement in _statements(MIGRATIONS[number]):
-                conn.execute(statement)
+        for number in range(version, latest):
+            step = MIGRATIONS[number]
+            if callable(step):
+                step(conn)
+            else:
+                for statement in _statements(step):
+                    conn.execute(statement)
             conn.execute("UPDATE schema_info SET value = ? WHERE key = 'version'", (str(number + 1),))
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
 
 
 def _statements(script: str) -> list[str]:
@@ -364,3 +431,21 @@ def _row_result(row: sqlite3.Row) -> Result:
     if data["claimed"] is not None:
         data["claimed"] = bool(data["claimed"])
     return Result.from_dict(data)
+
+
+def open_for_reading(path: str | os.PathLike | None = None) -> Store:
+    """Open read-only for reports; a file of an older schema is migrated first.
+
+    Corrupt and foreign files are refused by `Store.open` before anything writes.
+    """
+    path = Path(path) if path is not None else default_path()
+    if path.exists() and path.stat().st_size > 0:
+        _check_is_ours(path)
+        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        try:
+            version = _stored_version(conn)
+        finally:
+            conn.close()
+        if 0 < version < schema_version():
+            Store.open(path).close()
+    return Store.open(path, readonly=True)

@@ -1,0 +1,75 @@
+"""One entry point from a Report to any output format (used by `report` and the gate)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+from op_db.errors import InputError
+from reports.model import Report
+
+FORMATS = ("table", "md", "html", "json", "junit", "parquet")
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2, sort_keys=False, default=str) + "\n"
+
+
+def junit_suite_name(report: Report) -> str:
+    run = report.run
+    name = f"neuron-check run {run.get('id')} {run.get('device')}"
+    return name + " (simulated)" if report.simulated else name
+
+
+def render(report: Report, fmt: str) -> str | bytes:
+    if fmt == "table":
+        from reports.render.text import render_table
+
+        return render_table(report)
+    if fmt == "md":
+        from reports.render.text import render_markdown
+
+        return render_markdown(report)
+    if fmt == "html":
+        from reports.render.html import render_html
+
+        return render_html(report)
+    if fmt == "json":
+        return render_json(report)
+    if fmt == "junit":
+        from reports.render.junit import write_junit
+
+        buffer = io.BytesIO()
+        write_junit(report.results, buffer, suite_name=junit_suite_name(report))
+        return buffer.getvalue()
+    if fmt == "parquet":
+        from reports.render.parquet import write_parquet
+
+        buffer = io.BytesIO()
+        write_parquet(report, buffer)
+        return buffer.getvalue()
+    raise InputError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+
+
+def write_output(data: str | bytes, output: str | None, fmt: str) -> None:
+    """Write to a file, or to stdout for text formats."""
+    if output is None or output == "-":
+        if isinstance(data, bytes) and fmt == "parquet":
+            raise InputError("--format parquet is binary: give a file with -o FILE.parquet.")
+        if isinstance(data, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        return
+    path = Path(output)
+    if not path.parent.exists():
+        raise InputError(f"cannot write {path}: folder {path.parent} does not exist.")
+    try:
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror}.") from None

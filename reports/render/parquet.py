@@ -1,0 +1,81 @@
+"""Parquet export of a Report: one row per result, with run facts on every row.
+
+Column schema (documented in the README; `PARQUET_SCHEMA` is the truth):
+
+| column | type | meaning |
+|---|---|---|
+| run_id | int64 | store id of the run |
+| backend, device | string | what ran |
+| simulated | bool | true for the `sim` stand-in device |
+| suite, subject, variant, dtype, mode | string | the work item |
+| status | string | PASS, MISMATCH, ... |
+| samples, samples_passed | int64 | samples run / passed |
+| max_abs_err, max_rel_err, err_ratio | double (null) | worst sample errors |
+| first_failure, message, failing_op | string (null) | what went wrong first |
+| aten_ops | list<struct<op: string, count: int64>> | overloads hit on the device |
+| fallback_ops | list<string> | overloads that ran via the CPU fallback |
+| duration_s | double | wall time of the item |
+| claimed | bool (null) | the suite claims the dtype for the device |
+| check, divergence | string (null) | comparison applied; first divergent module |
+| extra | string | suite-specific facts as a JSON object |
+
+The file's key-value metadata holds `neuron_check.run` (the run row as JSON)
+and `neuron_check.schema` ("1").
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, BinaryIO
+
+from reports.model import JSON_SCHEMA, Report
+
+
+def parquet_schema():
+    import pyarrow as pa
+
+    text, real = pa.string(), pa.float64()
+    return pa.schema([
+        ("run_id", pa.int64()), ("backend", text), ("device", text), ("simulated", pa.bool_()),
+        ("suite", text), ("subject", text), ("variant", text), ("dtype", text), ("mode", text),
+        ("status", text), ("samples", pa.int64()), ("samples_passed", pa.int64()),
+        ("max_abs_err", real), ("max_rel_err", real), ("err_ratio", real),
+        ("first_failure", text), ("message", text), ("failing_op", text),
+        ("aten_ops", pa.list_(pa.struct([("op", text), ("count", pa.int64())]))),
+        ("fallback_ops", pa.list_(text)),
+        ("duration_s", real), ("claimed", pa.bool_()), ("check", text), ("divergence", text),
+        ("extra", text),
+    ])
+
+
+def parquet_rows(report: Report) -> list[dict[str, Any]]:
+    run = report.run
+    rows = []
+    for r in report.results:
+        row = r.to_dict()
+        row["aten_ops"] = [{"op": op, "count": int(n)} for op, n in sorted(r.aten_ops.items())]
+        row["fallback_ops"] = list(r.fallback_ops)
+        row["extra"] = json.dumps(r.extra, sort_keys=True, default=str)
+        row.update(run_id=run.get("id"), backend=run.get("backend"), device=run.get("device"),
+                   simulated=report.simulated)
+        rows.append(row)
+    return rows
+
+
+def write_parquet(report: Report, target: str | BinaryIO) -> int:
+    """Write the results table; returns the number of rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = parquet_schema().with_metadata({
+        "neuron_check.schema": str(JSON_SCHEMA),
+        "neuron_check.run": json.dumps(run_metadata(report), sort_keys=True, default=str),
+    })
+    rows = parquet_rows(report)
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table, target)
+    return len(rows)
+
+
+def run_metadata(report: Report) -> dict[str, Any]:
+    return {**report.run, "simulated": report.simulated}

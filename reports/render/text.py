@@ -1,0 +1,131 @@
+"""Plain-text renderers of a Report: a terminal table and Markdown.
+
+Both show the same sections in the same order; only the tabulate format and
+the heading style differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from reports.model import Matrix, Report
+
+LIST_LIMIT = 30  # rows per list section; the JSON/HTML/Parquet exports hold everything
+
+
+def render_table(report: Report) -> str:
+    return _render(report, tablefmt="simple", heading=lambda text: f"\n== {text} ==")
+
+
+def render_markdown(report: Report) -> str:
+    return _render(report, tablefmt="github", heading=lambda text: f"\n## {text}\n")
+
+
+def _render(report: Report, tablefmt: str, heading) -> str:
+    md = tablefmt == "github"
+    out: list[str] = []
+    title = f"neuron-check coverage: {report.title}"
+    out.append(f"# {title}\n" if md else title)
+    if report.simulated:
+        out.append(
+            "SIMULATED RUN: these results come from the `sim` stand-in device, not real hardware."
+        )
+    out.append(_run_line(report.run))
+
+    def table(rows: list[list[Any]], headers: list[str]) -> None:
+        if not rows:
+            out.append("(none)")
+            return
+        rows = [[_cell(c, md) for c in row] for row in rows]
+        out.append(tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+
+    out.append(heading("Counts per status"))
+    table([[s, n] for s, n in report.summary.items() if n], ["status", "items"])
+
+    out.append(heading("Pass rate per suite and dtype"))
+    table(
+        [[r["suite"], r["dtype"], r["items"], r["working"], r["failing"], _percent(r["pass_rate"])]
+         for r in report.pass_rates],
+        ["suite", "dtype", "items", "working", "failing", "pass rate"],
+    )
+
+    out.append(heading("Coverage matrix (op x dtype, per variant and mode)"))
+    _matrix(report.matrix, table)
+    if report.models:
+        out.append(heading("Models x dtype"))
+        _matrix(report.models, table)
+    if report.fp8:
+        out.append(heading("FP8 readiness (check x fp8 dtype)"))
+        _matrix(report.fp8, table)
+
+    out.append(heading("Aten overloads that block the most items"))
+    table(
+        [[b["op"], b["items"], _counts(b["statuses"]), _cut(", ".join(b["blocks"]))]
+         for b in report.blockers[:LIST_LIMIT]],
+        ["aten overload", "items", "statuses", "blocks"],
+    )
+    _more(out, report.blockers)
+
+    out.append(heading("Dtype-claim discrepancies"))
+    for label, key in (("works but unclaimed", "works_but_unclaimed"), ("claimed but fails", "claimed_but_fails")):
+        rows = report.claims[key]
+        out.append(f"{label}: {len(rows)}")
+        if rows:
+            table(
+                [[r["suite"], r["subject"], r["variant"], r["dtype"], r["mode"], r["status"]] for r in rows[:LIST_LIMIT]],
+                ["suite", "subject", "variant", "dtype", "mode", "status"],
+            )
+            _more(out, rows)
+
+    out.append(heading("CPU fallbacks"))
+    table(
+        [[f["op"], f["items"], _cut(", ".join(f["subjects"]))] for f in report.fallbacks[:LIST_LIMIT]],
+        ["aten overload", "items", "subjects"],
+    )
+    _more(out, report.fallbacks)
+
+    if report.coverage:
+        out.append(heading("Dispatcher registrations"))
+        table(sorted(report.coverage.items()), ["kind", "ops"])
+    return "\n".join(out) + "\n"
+
+
+def _matrix(matrix: Matrix, table) -> None:
+    table(
+        [[r["suite"], r["subject"], r["variant"], r["mode"], *(r["cells"].get(d, "") for d in matrix.dtypes)]
+         for r in matrix.rows],
+        ["suite", "subject", "variant", "mode", *matrix.dtypes],
+    )
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    parts = [f"{k} {run[k]}" for k in ("started", "torch_version", "backend_version", "transformers_version",
+                                        "git_revision") if run.get(k)]
+    return "; ".join(parts)
+
+
+def _cell(value: Any, md: bool) -> Any:
+    """Keep untrusted text from breaking the table: one line, and no bare `|` in Markdown."""
+    if not isinstance(value, str):
+        return value
+    value = " ".join(value.split())
+    return value.replace("|", "\\|") if md else value
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate * 100:.1f}%"
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _more(out: list[str], rows: list) -> None:
+    if len(rows) > LIST_LIMIT:
+        out.append(f"... and {len(rows) - LIST_LIMIT} more (see --format json or html).")
