@@ -1,0 +1,30 @@
+"""Static scan of a PyTorch script for CUDA-specific code.
+
+Imports nothing heavy (no torch): ``neuron-check model.py`` starts fast.
+
+    >>> from porting_cli.scan import scan_source
+    >>> [f.rule_id for f in scan_source("x = x.cuda()\\n").findings]
+    ['NC101']
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .engine import analyze, read_source
+from .model import EffortSummary, Finding, ScanError, ScanResult
+from .rules import RULES, RULES_BY_ID, Rule, rules_markdown
+
+__all__ = ["EffortSummary", "Finding", "RULES", "RULES_BY_ID", "Rule", "ScanError", "ScanResult",
+           "rules_markdown", "scan_file", "scan_source"]
+
+
+def scan_source(text: str, path: str = "<string>") -> ScanResult:
+    """Scan Python source text; raises ScanError on a syntax error."""
+    analysis = analyze(text, path)
+    return ScanResult(path=path, findings=analysis.findings, lines=analysis.lines)
+
+
+def scan_file(path: str | Path) -> ScanResult:
+    """Scan one Python file; raises ScanError (an InputError) if it can't be read or parsed."""
+    return scan_source(read_source(path), str(path))

@@ -1,0 +1,43 @@
+"""torch.distributed: the NCCL backend and CUDA device ids of DDP."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .base import ReferenceFamily, expr, string_value
+
+NCCL_API = ("torch.distributed.is_nccl_available", "torch.distributed.ProcessGroupNCCL",
+            "torch.cuda.nccl")
+DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
+                 "torch.nn.parallel.distributed.DistributedDataParallel"})
+
+
+class DistributedVisitor(ReferenceFamily):
+    family = "distributed"
+    triggers = (r"nccl", r"NCCL", r"device_ids", r"output_device")
+    claims = ("torch.cuda.nccl",)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = string_value(node)
+        if value is None or "nccl" not in value:
+            return
+        if value == "nccl" and id(node) not in self.ctx.compared:
+            self.report(node, "NC501", edit=lambda _: cst.Call(
+                func=expr("torch.distributed.get_default_backend_for_device"),
+                args=[cst.Arg(self.ctx.device())]))
+        elif value == "nccl" or (":nccl" in value and "," in value):  # "cuda:nccl,cpu:gloo"
+            self.report(node, "NC501")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualname(node.func) not in DDP:
+            return
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in ("device_ids", "output_device"):
+                if isinstance(arg.value, cst.Name) and arg.value.value == "None":
+                    continue
+                self.report(arg, "NC503", edit=lambda a: a.with_changes(value=cst.IfExp(
+                    test=expr("torch.accelerator.is_available()"), body=a.value, orelse=cst.Name("None"))))
+
+    def on_reference(self, node, qn: str) -> None:
+        if qn.startswith(NCCL_API):
+            self.report(node, "NC502", detail=f"`{qn}`")

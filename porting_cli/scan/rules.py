@@ -1,0 +1,166 @@
+"""The rule table: every static rule as data.
+
+A rule has an id (``NCfnn``: f is the family), a severity (how badly the code
+breaks on a non-CUDA backend), an effort (how much manual work the port takes,
+rated like SYCLomatic rates migration work: ``none`` = the fix is mechanical
+and ``neuron-check --fix`` applies it, ``low`` / ``medium`` / ``high`` = a
+person has to do more and more of it), a message naming the device-agnostic
+replacement, and whether the rule can be fixed automatically (in some or all
+of the places it fires; each finding says whether *it* is fixable).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+SEVERITIES = ("info", "warning", "error")
+EFFORTS = ("none", "low", "medium", "high")
+
+#: The expression the fixes define once per module (see porting_cli.fix).
+DEVICE_EXPR = 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    id: str
+    family: str
+    name: str
+    severity: str
+    effort: str
+    message: str
+    fixable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES or self.effort not in EFFORTS:
+            raise ValueError(f"rule {self.id}: bad severity or effort")
+
+
+_R = Rule
+
+RULES: tuple[Rule, ...] = (
+    # -- device placement ------------------------------------------------------
+    _R("NC101", "device", "cuda-method", "error", "none",
+       "`.cuda()` only moves to CUDA; use `.to(device)` with the current accelerator "
+       f"(`device = {DEVICE_EXPR}`)", True),
+    _R("NC102", "device", "cuda-device-string", "error", "none",
+       "hard-coded \"cuda\" device; use the current accelerator "
+       f"(`{DEVICE_EXPR}`, or its `.type` where a device type string is wanted)", True),
+    _R("NC103", "device", "cuda-device-comparison", "warning", "low",
+       "comparison with the \"cuda\" device type; compare with "
+       "`torch.accelerator.current_accelerator().type` or test `device.type != \"cpu\"`"),
+    _R("NC104", "device", "integer-device", "error", "none",
+       "a bare integer device means CUDA device N; use "
+       "`torch.device(device.type, N)` with the current accelerator", True),
+    _R("NC105", "device", "cuda-tensor-type", "error", "low",
+       "legacy `torch.cuda.*Tensor` type; create tensors with `torch.tensor(..., dtype=..., "
+       "device=device)` on the current accelerator"),
+    # -- torch.cuda APIs -------------------------------------------------------
+    _R("NC201", "cuda-api", "cuda-is-available", "warning", "none",
+       "`torch.cuda.is_available()` is False on other backends; use `torch.accelerator.is_available()`",
+       True),
+    _R("NC202", "cuda-api", "cuda-device-count", "warning", "none",
+       "use `torch.accelerator.device_count()`", True),
+    _R("NC203", "cuda-api", "cuda-current-device", "error", "none",
+       "use `torch.accelerator.current_device_index()` (guarded by "
+       "`torch.accelerator.is_available()`)", True),
+    _R("NC204", "cuda-api", "cuda-set-device", "error", "none",
+       "use `torch.accelerator.set_device_index(i)` (guarded by `torch.accelerator.is_available()`)",
+       True),
+    _R("NC205", "cuda-api", "cuda-synchronize", "error", "none",
+       "use `torch.accelerator.synchronize()` (guarded by `torch.accelerator.is_available()`)", True),
+    _R("NC206", "cuda-api", "cuda-empty-cache", "error", "none",
+       "use `torch.accelerator.empty_cache()` (guarded by `torch.accelerator.is_available()`)", True),
+    _R("NC207", "cuda-api", "cuda-memory-stats", "error", "none",
+       "use the `torch.accelerator` memory API of the same name (guarded by "
+       "`torch.accelerator.is_available()`)", True),
+    _R("NC208", "cuda-api", "cuda-manual-seed", "warning", "none",
+       "use `torch.manual_seed(seed)`, which seeds every device", True),
+    _R("NC209", "cuda-api", "cuda-device-properties", "info", "low",
+       "CUDA device properties have no device-agnostic equivalent; use "
+       "`torch.accelerator.current_accelerator()` / `torch.accelerator.get_device_capability()`"),
+    _R("NC210", "cuda-api", "cuda-device-context", "warning", "low",
+       "use `torch.accelerator.device_index(i)` as the context manager "
+       "(it raises without an accelerator)"),
+    _R("NC299", "cuda-api", "cuda-other-api", "warning", "medium",
+       "CUDA-only `torch.cuda` API; find the backend's equivalent through "
+       "`torch.get_device_module(device)` or drop it"),
+    # -- automatic mixed precision --------------------------------------------
+    _R("NC301", "amp", "cuda-autocast", "warning", "none",
+       "use `torch.amp.autocast(device.type, ...)` instead of `torch.cuda.amp.autocast(...)`", True),
+    _R("NC302", "amp", "cuda-grad-scaler", "warning", "none",
+       "use `torch.amp.GradScaler(device.type, ...)` instead of `torch.cuda.amp.GradScaler(...)`",
+       True),
+    _R("NC303", "amp", "cuda-amp-import", "warning", "none",
+       "import from `torch.amp` instead of `torch.cuda.amp`", True),
+    _R("NC304", "amp", "cuda-amp-other", "warning", "low",
+       "use the `torch.amp` equivalent with an explicit `device_type` "
+       "(e.g. `torch.amp.custom_fwd(device_type=device.type)`)"),
+    # -- cuDNN / TF32 flags ----------------------------------------------------
+    _R("NC401", "backend-flags", "cudnn-flag", "info", "low",
+       "cuDNN flag, ignored by other backends; for determinism use "
+       "`torch.use_deterministic_algorithms(True)`"),
+    _R("NC402", "backend-flags", "tf32-flag", "info", "low",
+       "TF32 switch of CUDA; use `torch.set_float32_matmul_precision(\"high\")` "
+       "(\"highest\" to disable)", True),
+    _R("NC403", "backend-flags", "cuda-backend-flag", "warning", "low",
+       "CUDA backend switch; use the device-agnostic API (e.g. "
+       "`torch.nn.attention.sdpa_kernel(...)` for SDPA kernel choice)"),
+    # -- distributed -----------------------------------------------------------
+    _R("NC501", "distributed", "nccl-backend", "error", "medium",
+       "NCCL only exists for CUDA; choose the backend with "
+       "`torch.distributed.get_default_backend_for_device(device)`", True),
+    _R("NC502", "distributed", "nccl-api", "warning", "medium",
+       "NCCL-specific API; use the generic `torch.distributed` API"),
+    _R("NC503", "distributed", "ddp-device-ids", "warning", "low",
+       "`device_ids`/`output_device` must be None for CPU modules; pass them only when "
+       "`torch.accelerator.is_available()`", True),
+    # -- streams, events, graphs -----------------------------------------------
+    _R("NC601", "streams", "cuda-stream", "warning", "low",
+       "use `torch.Stream(device)` instead of `torch.cuda.Stream()`", True),
+    _R("NC602", "streams", "cuda-stream-context", "warning", "low",
+       "use `with stream:` on a `torch.Stream`, `torch.accelerator.current_stream()` / "
+       "`torch.accelerator.set_stream()`"),
+    _R("NC603", "streams", "cuda-event", "warning", "low",
+       "use `torch.Event(device, ...)` instead of `torch.cuda.Event(...)`"),
+    _R("NC604", "streams", "cuda-graph", "warning", "high",
+       "CUDA graphs are CUDA-only; use `torch.accelerator.Graph` where the backend supports "
+       "it, or `torch.compile`"),
+    # -- custom kernels and CUDA-only libraries ---------------------------------
+    _R("NC701", "kernels", "cuda-extension", "error", "high",
+       "custom CUDA extension; register the op with `torch.library` and give it a kernel for "
+       "the backend (an NKI kernel on Trainium) plus a PyTorch reference implementation"),
+    _R("NC702", "kernels", "triton-kernel", "error", "high",
+       "Triton kernel; runs only where the backend has a Triton compiler: write it with PyTorch "
+       "ops (and `torch.compile`) or as a backend kernel (NKI on Trainium)"),
+    _R("NC703", "kernels", "cuda-only-library", "error", "high",
+       "CUDA-only library"),
+    # -- float64 ---------------------------------------------------------------
+    _R("NC801", "dtype", "float64-dtype", "warning", "medium",
+       "64-bit floating dtype; Trainium has no float64: use `torch.float32` "
+       "(compute in float64 on CPU only where precision demands it)"),
+    _R("NC802", "dtype", "double-method", "warning", "medium",
+       "`.double()` converts to float64, which Trainium lacks; use `.float()`"),
+    # -- Hugging Face ----------------------------------------------------------
+    _R("NC901", "huggingface", "cuda-device-map", "error", "none",
+       "`device_map` pinned to CUDA; pass the current accelerator device "
+       "(or `device_map=\"auto\"`)", True),
+    # -- environment -----------------------------------------------------------
+    _R("NC911", "environment", "cuda-visible-devices", "warning", "low",
+       "`CUDA_VISIBLE_DEVICES` is read by CUDA only; use the backend's variable "
+       "(`NEURON_RT_VISIBLE_CORES` on Trainium, `ZE_AFFINITY_MASK` on XPU)"),
+    _R("NC912", "environment", "cuda-env-var", "info", "low",
+       "CUDA/NCCL environment variable; it has no effect on other backends"),
+)
+
+RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+
+
+def rules_markdown() -> str:
+    """The rule table as a Markdown table (for the README and `--list-rules`)."""
+    rows = ["| id | family | severity | effort | auto-fix | what to use instead |",
+            "|---|---|---|---|---|---|"]
+    for r in RULES:
+        msg = r.message.replace("|", "\\|")
+        rows.append(f"| {r.id} | {r.family} | {r.severity} | {r.effort} | "
+                    f"{'yes' if r.fixable else 'no'} | {msg} |")
+    return "\n".join(rows) + "\n"
