@@ -1,0 +1,104 @@
+"""Op inventory: what the dispatcher has registered for a backend, and which aten
+overloads each OpInfo subject hit.
+
+Registration kinds, checked in this order for every aten op (the first that
+holds wins):
+
+* `direct`: a kernel registered on the backend's own dispatch key;
+* `CompositeExplicitAutogradNonFunctional`, `CompositeExplicitAutograd`: a
+  kernel written once for every backend, in terms of other ops;
+* `CompositeImplicitAutograd`: the op decomposes into other ops;
+* `fallback`: nothing for this op, but the backend registered a boxed
+  fallback for its key (which may run it on CPU, or raise);
+* `missing`: nothing at all; calling it on the device raises.
+
+`torch._C._dispatch_has_computed_kernel_for_dispatch_key` is not used: once a
+backend fallback exists it is true for every op, so it cannot mean "supported".
+These are static facts; whether the kernel computes the right thing is what
+the OpInfo suite measures.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+KINDS = (
+    "direct",
+    "CompositeExplicitAutogradNonFunctional",
+    "CompositeExplicitAutograd",
+    "CompositeImplicitAutograd",
+    "fallback",
+    "missing",
+)
+_COMPOSITE_KEYS = KINDS[1:4]
+
+
+def overload_name(dispatcher_name: str) -> str:
+    """'aten::add.Tensor' -> 'aten.add.Tensor'; 'aten::cumprod' -> 'aten.cumprod.default'.
+
+    The same spelling as `str(OpOverload)`, which results and profiles use.
+    """
+    namespace, _, rest = dispatcher_name.partition("::")
+    if "." not in rest:
+        rest += ".default"
+    return f"{namespace}.{rest}"
+
+
+def has_backend_fallback(dispatch_key: str) -> bool:
+    import torch
+
+    key = getattr(torch._C.DispatchKey, dispatch_key, None)
+    probe = getattr(torch._C, "_dispatch_has_backend_fallback", None)
+    if key is None or probe is None:
+        return False
+    return bool(probe(key))
+
+
+def dispatcher_coverage(dispatch_key: str, namespace: str = "aten") -> list[tuple[str, str]]:
+    """(overload, kind) for every registered op of `namespace`, sorted by overload."""
+    import torch
+
+    from op_db.errors import InputError
+
+    if getattr(torch._C.DispatchKey, dispatch_key, None) is None:
+        raise InputError(f"{dispatch_key!r} is not a dispatch key this torch knows.")
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    fallback = has_backend_fallback(dispatch_key)
+    prefix = f"{namespace}::"
+    rows = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith(prefix):
+            continue
+        if has_kernel(name, dispatch_key):
+            kind = "direct"
+        else:
+            kind = next((k for k in _COMPOSITE_KEYS if has_kernel(name, k)), None)
+            kind = kind or ("fallback" if fallback else "missing")
+        rows.append((overload_name(name), kind))
+    rows.sort()
+    return rows
+
+
+def coverage_summary(rows: Iterable[tuple[str, str]]) -> dict[str, int]:
+    counts = Counter(kind for _, kind in rows)
+    return {kind: counts.get(kind, 0) for kind in KINDS}
+
+
+def store_coverage(store: Any, run_id: int, adapter: Any) -> int:
+    """Record the dispatcher coverage of `adapter`'s dispatch key with a run (the `ops` command calls this).
+
+    The adapter must be initialised, so its kernels are registered. Returns the number of ops stored.
+    """
+    rows = dispatcher_coverage(adapter.dispatch_key)
+    store.set_coverage(run_id, rows)
+    return len(rows)
+
+
+def opinfo_aten_map(results: Iterable[Any]) -> dict[str, list[str]]:
+    """OpInfo subject -> the aten overloads its items hit on the device (measured, not guessed)."""
+    found: dict[str, set[str]] = {}
+    for r in results:
+        if r.suite == "opinfo":
+            found.setdefault(r.subject, set()).update(r.aten_ops)
+    return {subject: sorted(ops) for subject, ops in sorted(found.items())}

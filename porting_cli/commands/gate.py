@@ -1,0 +1,61 @@
+"""`neuron-check gate`: fail CI on regressions and on failures nobody expected."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from porting_cli.options import db_option, format_option
+
+
+@click.command("gate")
+@db_option
+@click.option("--baseline", default=None, help="Baseline: a run id, 'latest', or a `report --format json` FILE.json.")
+@click.option("--current", default="latest", show_default=True, help="The run to judge: a run id, 'latest', or FILE.json.")
+@click.option("--expected-failures", type=click.Path(dir_okay=False), default=None,
+              help="YAML manifest of failures that are known and accepted.")
+@click.option("--write-expected", type=click.Path(dir_okay=False), default=None,
+              help="Write a manifest that expects exactly the current run's failures.")
+@click.option("--strict", is_flag=True, help="An expected failure that now passes also fails the gate.")
+@format_option("text", "json", default="text")
+def command(db_path, baseline, current, expected_failures, write_expected, strict, fmt) -> int:
+    """Compare a run with a baseline and a manifest; exit 1 when the gate trips.
+
+    \b
+    neuron-check gate --baseline last-release.json
+    neuron-check gate --baseline 12 --current latest --expected-failures xfail.yaml --strict
+    neuron-check gate --write-expected xfail.yaml      manifest of the latest run's failures
+    """
+    from reports.gate import evaluate, load_manifest, render_outcome, write_manifest
+
+    if baseline is None and expected_failures is None and write_expected is None:
+        raise click.UsageError("give --baseline, --expected-failures, or --write-expected.")
+    current_report = _load(db_path, current)
+    if write_expected:
+        count = write_manifest(current_report, write_expected)
+        click.echo(f"wrote {count} expected failures to {write_expected}", err=True)
+        if baseline is None and expected_failures is None:
+            return 0
+    baseline_report = _load(db_path, baseline) if baseline is not None else None
+    manifest = load_manifest(expected_failures) if expected_failures else None
+    outcome = evaluate(current_report, baseline_report, manifest, strict=strict)
+    if fmt == "json":
+        click.echo(json.dumps(outcome.to_json(), indent=2))
+    else:
+        if current_report.simulated:
+            click.echo("note: the current run is SIMULATED (sim device).")
+        click.echo(render_outcome(outcome))
+    return 1 if outcome.tripped else 0
+
+
+def _load(db_path, spec: str):
+    """A run of the store, or a JSON report file when SPEC names one."""
+    from op_db.store import open_for_reading
+    from reports.model import report_from_json, report_from_store
+
+    if spec.lower().endswith(".json") or os.path.sep in spec or os.path.isfile(spec):
+        return report_from_json(spec)
+    with open_for_reading(db_path) as store:
+        return report_from_store(store, spec)

@@ -1,0 +1,27 @@
+"""`neuron-check merge`: combine shard databases from a CI matrix."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("merge")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Database to write (created if missing; merged runs are added to it).")
+def command(inputs: tuple[str, ...], output: str) -> None:
+    """Merge shard databases into OUTPUT: one run per original run.
+
+    Shards belong together when they share `run_group` (set by the run
+    commands from --run-group / $NEURON_CHECK_RUN_GROUP), else when backend,
+    device, versions, git revision, options and the command line minus
+    --shard are equal.
+
+    \b
+    neuron-check merge shard-0.db shard-1.db shard-2.db -o nightly.db
+    """
+    from op_db.merge import merge_stores
+
+    for run in merge_stores(list(inputs), output):
+        note = f", {run['duplicate_items']} items found in two shards" if run["duplicate_items"] else ""
+        click.echo(f"run {run['id']}: {run['results']} results from {run['shards']} shard(s){note}")
