@@ -55,11 +55,11 @@ def _available_backends(func: torch._ops.OpOverload) -> str:
     return "[" + ", ".join(have) + "]"
 
 
-def not_implemented(func: torch._ops.OpOverload) -> NotImplementedError:
+def not_implemented(func: torch._ops.OpOverload, backend: str = DEVICE) -> NotImplementedError:
     """The error c10's dispatcher raises for an operator with no kernel for the backend."""
     name = c10_op_name(func)
     return NotImplementedError(
-        f"Could not run '{name}' with arguments from the '{DEVICE}' backend. This could be "
+        f"Could not run '{name}' with arguments from the '{backend}' backend. This could be "
         "because the operator doesn't exist for this backend, or was omitted during the "
         "selective/custom build process (if using custom build). If you are a Facebook "
         "employee using PyTorch on mobile, please visit https://fburl.com/ptmfixes for "
@@ -130,8 +130,15 @@ def _corrupt(t: torch.Tensor, fault, is_view: bool) -> torch.Tensor:
     if not isinstance(t, torch.Tensor) or not (t.is_floating_point() or t.is_complex()):
         return t
     with torch.no_grad():
+        # Compute in double precision, then cast: works for every floating dtype (FP8 too).
+        hi = t.to(torch.complex128 if t.is_complex() else torch.float64)
         if fault.kind == "scale":
-            return t * fault.value if is_view else t.mul_(fault.value)
-        if fault.kind == "offset":
-            return t + fault.value if is_view else t.add_(fault.value)
-        return torch.full_like(t, float("nan")) if is_view else t.fill_(float("nan"))
+            hi = hi * fault.value
+        elif fault.kind == "offset":
+            hi = hi + fault.value
+        else:
+            hi = torch.full_like(hi, float("nan"))
+        bad = hi.to(t.dtype)
+        if is_view:
+            return bad
+        return t.copy_(bad)

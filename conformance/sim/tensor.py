@@ -50,11 +50,16 @@ class SimTensor(torch.Tensor):
             strides=cpu.stride(),
             storage_offset=cpu.storage_offset(),
             dtype=cpu.dtype,
-            layout=cpu.layout,
             device=torch.device(DEVICE, 0),
             requires_grad=requires_grad,
         )
         r._cpu = cpu
+        # Mirror the lazy conj/neg bits: the Conjugate/Negative fallbacks must run on the
+        # sim tensor, as they are excluded once inside __torch_dispatch__.
+        if cpu.is_conj():
+            torch._C._set_conj(r, True)
+        if cpu.is_neg():
+            torch._C._set_neg(r, True)
         return r
 
     def __repr__(self, *, tensor_contents=None):
@@ -211,12 +216,28 @@ def _run(func, args, kwargs):
             if orig is not None and not isinstance(o, (list, tuple)):
                 wrapped.append(orig)
                 continue
-        wrapped.append(_wrap(o) if to_sim else o)
+        wrapped.append(_wrap(o, func) if to_sim else o)
     return wrapped[0] if single else tuple(wrapped)
 
 
-def _wrap(x):
-    return tree_map(lambda t: SimTensor(t) if isinstance(t, torch.Tensor) and not isinstance(t, SimTensor) else t, x)
+def _wrap(x, func):
+    def one(t):
+        if not isinstance(t, torch.Tensor) or isinstance(t, SimTensor):
+            return t
+        if t.layout != torch.strided:  # like most accelerators, sim holds strided tensors only
+            raise faults.not_implemented(func, _LAYOUT_KEYS.get(t.layout, str(t.layout)))
+        return SimTensor(t)
+
+    return tree_map(one, x)
+
+
+_LAYOUT_KEYS = {
+    torch.sparse_coo: "SparsePrivateUse1",
+    torch.sparse_csr: "SparseCsrPrivateUse1",
+    torch.sparse_csc: "SparseCsrPrivateUse1",
+    torch.sparse_bsr: "SparseCsrPrivateUse1",
+    torch.sparse_bsc: "SparseCsrPrivateUse1",
+}
 
 
 def _fallback_kernel(op, *args, **kwargs):
@@ -224,12 +245,42 @@ def _fallback_kernel(op, *args, **kwargs):
     return _run(op, args, kwargs)
 
 
-_LIB = None
+def _resolve(qualname: str):
+    packet, _, overload = qualname.split("::", 1)[1].partition(".")
+    return getattr(getattr(torch.ops.aten, packet), overload or "default")
+
+
+def _op_kernel(qualname: str):
+    op = None
+
+    def kernel(*args, **kwargs):
+        nonlocal op
+        if op is None:
+            op = _resolve(qualname)
+        return _run(op, args, kwargs)
+
+    return kernel
+
+
+_LIBS: list = []
 
 
 def install_fallback() -> None:
-    global _LIB
-    if _LIB is None:
-        lib = torch.library.Library("_", "IMPL")
-        lib.fallback(_fallback_kernel, dispatch_key="PrivateUse1")
-        _LIB = lib
+    """Register the CPU-running kernels on the PrivateUse1 key (once per process).
+
+    A global fallback serves any other op. Ops that do not decompose (no CompositeImplicitAutograd
+    kernel) get an explicit
+    PrivateUse1 kernel: when C++ code reaches PrivateUse1 with the Python key excluded (e.g.
+    ``torch.tensor(data, device="sim")`` copying into a sim tensor) with a sim tensor argument,
+    PyTorch can only route the call to a per-op Python registration, not to a fallback.
+    """
+    if _LIBS:
+        return
+    fallback = torch.library.Library("_", "IMPL")
+    fallback.fallback(_fallback_kernel, dispatch_key="PrivateUse1")
+    per_op = torch.library.Library("aten", "IMPL")
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    for name in torch._C._dispatch_get_all_op_names():
+        if name.startswith("aten::") and not has(name, "CompositeImplicitAutograd"):
+            per_op.impl(name[len("aten::"):], _op_kernel(name), "PrivateUse1")
+    _LIBS.extend([fallback, per_op])

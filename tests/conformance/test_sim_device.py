@@ -1,0 +1,162 @@
+"""The `sim` device behaves like a real PrivateUse1 backend (fault-free)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def test_register_is_idempotent_and_names_the_device(sim_device):
+    sim_device.register()
+    sim_device.register()
+    assert sim_device.DEVICE == "sim"
+    assert torch._C._get_privateuse1_backend_name() == "sim"
+    assert torch.device("sim").type == "sim"
+
+
+def test_accelerator_sees_sim(sim_device):
+    assert torch.accelerator.current_accelerator() == torch.device("sim")
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.device_count() == 1
+    assert torch.accelerator.current_device_index() == 0
+    # torch.accelerator.synchronize() needs a C++ device guard (torch._C._acc's Python guard
+    # cannot provide synchronizeDevice); torch.sim.synchronize() is the sim way.
+
+
+def test_device_module(sim_device):
+    mod = torch.sim
+    assert mod.is_available() and mod.device_count() == 1 and mod.current_device() == 0
+    mod.set_device(0)
+    mod.synchronize()
+    mod.empty_cache()
+    assert mod.memory_allocated() == 0
+    with pytest.raises(RuntimeError):
+        mod.set_device(1)
+
+
+def test_factories_and_transfers(sim_device):
+    for t in (torch.zeros(2, 3, device="sim"), torch.ones(4, device="sim"),
+              torch.empty(5, device="sim"), torch.arange(6, device="sim"),
+              torch.full((2,), 3.0, device="sim"), torch.randn(3, device="sim"),
+              torch.tensor([1.0, 2.0], device="sim")):
+        assert t.device == torch.device("sim", 0)
+        assert t.is_sim
+    assert torch.equal(torch.arange(6, device="sim").cpu(), torch.arange(6))
+    x = torch.randn(3, 4)
+    s = x.to("sim")
+    assert s.device.type == "sim" and s.shape == x.shape and s.dtype == x.dtype
+    back = s.to("cpu")
+    assert type(back) is torch.Tensor and torch.equal(back, x)
+    assert torch.equal(x.sim().cpu(), x)
+    assert torch.equal(s.to(torch.float64).cpu(), x.double())
+    assert "device='sim:0'" in repr(s)
+    assert s.sum().item() == pytest.approx(x.sum().item(), rel=1e-5)
+
+
+def test_views_and_inplace_alias_the_base(sim_device):
+    base = torch.zeros(3, 4, device="sim")
+    row = base[1]
+    row.add_(2)
+    col = base.t()[2]
+    col.fill_(5)
+    expected = torch.zeros(3, 4)
+    expected[1] += 2
+    expected[:, 2] = 5
+    assert torch.equal(base.cpu(), expected)
+    flat = base.view(-1)
+    flat[0] = 7
+    assert base[0, 0].item() == 7
+    assert row._base is base
+
+
+def test_out_and_resizing_inplace_ops_update_metadata(sim_device):
+    out = torch.empty(0, device="sim")
+    torch.add(torch.ones(3, device="sim"), 1, out=out)
+    assert out.shape == (3,) and torch.equal(out.cpu(), torch.full((3,), 2.0))
+    t = torch.ones(2, 3, device="sim")
+    t.t_()
+    assert t.shape == (3, 2) and t.stride() == (1, 3)
+    t.resize_(7)
+    assert t.shape == (7,)
+
+
+def test_mixed_devices_raise_like_a_real_backend(sim_device):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.ones(3, device="sim") + torch.ones(3)
+    # 0-dim CPU tensors are scalars, and index tensors may stay on the CPU.
+    assert torch.equal((torch.ones(3, device="sim") + torch.tensor(2.0)).cpu(), torch.full((3,), 3.0))
+    x = torch.arange(5.0, device="sim")
+    assert torch.equal(x[torch.tensor([0, 2])].cpu(), torch.tensor([0.0, 2.0]))
+    assert torch.equal(x[[1, 3]].cpu(), torch.tensor([1.0, 3.0]))
+
+
+def test_conj_bits_are_honoured(sim_device):
+    z = torch.randn(5, 6, 7)
+    assert torch.allclose(torch.fft.hfftn(z.to("sim")).cpu(), torch.fft.hfftn(z))
+    c = torch.randn(3, dtype=torch.complex64)
+    assert torch.equal((c.to("sim").conj() * 2).cpu(), c.conj() * 2)
+
+
+def test_autograd(sim_device):
+    w = torch.randn(3, device="sim", requires_grad=True)
+    (w * w).sum().backward()
+    assert w.grad.device.type == "sim"
+    assert torch.allclose(w.grad.cpu(), 2 * w.detach().cpu())
+
+
+def test_module_to_sim_trains(sim_device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    ref = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    ref.load_state_dict(model.state_dict())
+    model.to("sim")
+    assert all(p.device.type == "sim" and isinstance(p, torch.nn.Parameter) for p in model.parameters())
+    x = torch.randn(5, 4)
+    for m, inp in ((model, x.to("sim")), (ref, x)):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        m(inp).pow(2).sum().backward()
+        opt.step()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert p.grad.device.type == "sim"
+        assert torch.allclose(p.detach().cpu(), q.detach(), atol=1e-6)
+
+
+def test_manual_seed_reproduces_random_ops(sim_device):
+    torch.manual_seed(0)
+    a = torch.randn(3, device="sim")
+    torch.manual_seed(0)
+    b = torch.randn(3, device="sim")
+    torch.manual_seed(0)
+    c = torch.randn(3)
+    assert torch.equal(a.cpu(), b.cpu()) and torch.equal(a.cpu(), c)
+    torch.sim.manual_seed(5)
+    d = torch.rand(4, device="sim")
+    torch.sim.manual_seed(5)
+    assert torch.equal(d.cpu(), torch.rand(4, device="sim").cpu())
+    assert torch.sim.initial_seed() == 5
+
+
+def test_rng_state_round_trip_and_independent_of_cpu(sim_device):
+    state = torch.sim.get_rng_state()
+    assert state.dtype == torch.uint8
+    x = torch.rand(4, device="sim")
+    drop = torch.nn.functional.dropout(torch.ones(50, device="sim"), 0.5)
+    torch.rand(3)  # the CPU generator does not disturb the sim stream
+    torch.sim.set_rng_state(state)
+    assert torch.equal(x.cpu(), torch.rand(4, device="sim").cpu())
+    assert torch.equal(drop.cpu(), torch.nn.functional.dropout(torch.ones(50, device="sim"), 0.5).cpu())
+    with torch.random.fork_rng(device_type="sim"):
+        torch.rand(2, device="sim")
+
+
+def test_compile_aot_eager(sim_device):
+    torch._dynamo.reset()
+
+    def f(t):
+        return (t.sin() * 2 + t.cos()).sum(dim=0)
+
+    x = torch.randn(4, 3)
+    out = torch.compile(f, backend="aot_eager")(x.to("sim"))
+    assert out.device.type == "sim"
+    assert torch.allclose(out.cpu(), f(x), atol=1e-6)
