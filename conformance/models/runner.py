@@ -1,0 +1,373 @@
+"""The Transformers model suite: run one ("model", model_type, variant, dtype, mode) item.
+
+The model is built once on CPU in float32 under a fixed seed; deep copies
+give the CPU reference in the item's dtype, the float64 oracle (the same
+random weights), and the device model (`.to(device, dtype)`). Variants:
+
+* forward  - logits compared by the numerics rule;
+* backward - loss.backward(), every parameter gradient compared by name; the
+             worst one is reported;
+* generate - greedy decoding of NEW_TOKENS tokens, exact match with the CPU
+             model in the same dtype; the first differing position is reported.
+
+Random work inside the model is reseeded identically before every run and
+drawn on the CPU (see randomness.py). On MISMATCH the forward is rerun under
+hooks to name the first divergent module (divergence.py).
+
+A type that cannot be built tiny is REF_ERROR with "build failed: ...": the
+CPU reference cannot be made, which says nothing about the backend.
+
+Suite options (RunConfig.options): "attn" ("eager" or "sdpa"), "divergence" (bool).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+from op_db.records import Result, Status, WorkItem, shorten
+
+NEW_TOKENS = 8
+SUITE = "model"
+
+
+class _RefFailure(Exception):
+    """The CPU reference (or the float64 oracle) raised; wraps the original."""
+
+
+def prepare(ctx) -> None:
+    """Import Transformers once per worker and keep its warnings quiet."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    from conformance.models import zoo
+
+    ctx.state[SUITE] = {"catalogue": zoo.catalogue()}
+
+
+def run_item(item: WorkItem, ctx) -> Result:
+    start = time.perf_counter()
+    result = _run(item, ctx)
+    result.duration_s = time.perf_counter() - start
+    return result
+
+
+def _options(ctx) -> dict[str, Any]:
+    options = dict(ctx.config.options or {})
+    options.setdefault("attn", "eager")
+    options.setdefault("divergence", True)
+    return options
+
+
+def _run(item: WorkItem, ctx) -> Result:
+    import torch
+
+    from conformance.models import zoo
+    from conformance.models.inputs import make_inputs
+
+    options = _options(ctx)
+    entry = zoo.catalogue().get(item.subject)
+    if entry is None:
+        return Result.for_item(item, Status.SKIP, message=f"unknown model type {item.subject!r}")
+    if not ctx.adapter.dtype_supported(item.dtype):
+        return Result.for_item(item, Status.SKIP, message=f"{ctx.adapter.name} never supports {item.dtype}")
+    if item.variant == "generate" and entry.task not in zoo.GENERATIVE_TASKS:
+        return Result.for_item(item, Status.SKIP, message=f"{entry.task} models do not generate")
+    dtype = getattr(torch, item.dtype)
+    seed = ctx.config.seed
+    try:
+        base = zoo.build_model(entry, attn=options["attn"], seed=seed)
+    except zoo.BuildError as exc:
+        return Result.for_item(item, Status.REF_ERROR, message=shorten(f"build failed: {exc}"),
+                               extra={"task": entry.task, "stage": "build"})
+    inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward")
+    run = _VARIANTS[item.variant]
+    extra: dict[str, Any] = {"task": entry.task, "class": entry.class_name, "attn": options["attn"]}
+    try:
+        ref_model = _copy(base, "cpu", dtype)
+        ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
+    except _RefFailure as exc:
+        return Result.for_item(item, Status.REF_ERROR, message=shorten(f"CPU reference failed: {exc}"),
+                               extra={**extra, "stage": "reference"})
+    hi_model = hi_out = None
+    if item.variant != "generate" and dtype != torch.float64:
+        try:
+            hi_model = _oracle_copy(base)
+            hi_out = _on_cpu(run, hi_model, inputs, torch.float64, seed)
+        except _RefFailure as exc:  # the rule falls back to allclose against the CPU alone
+            hi_model = None
+            extra["oracle"] = shorten(f"float64 oracle unavailable: {exc}", 300)
+    device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed)
+    failure = device_run.execute()
+    fields = {"aten_ops": dict(device_run.ops), "fallback_ops": sorted(device_run.fallbacks), "extra": extra,
+              "check": "exact" if item.variant == "generate" else "numerics"}
+    if device_run.random_ops:
+        extra["random_ops_on_cpu"] = device_run.random_ops
+    if failure is not None:
+        from conformance.outcome import classify_exception, describe_exception
+
+        return Result.for_item(item, classify_exception(failure), samples=1, message=shorten(describe_exception(failure)),
+                               failing_op=device_run.failing_op, **fields)
+    verdict = _JUDGES[item.variant](device_run.output, ref_out, hi_out)
+    if verdict.ok:
+        status = Status.FALLBACK if device_run.fallbacks else Status.PASS
+        return Result.for_item(item, status, samples=verdict.samples, samples_passed=verdict.passed,
+                               max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
+                               err_ratio=verdict.err_ratio, **fields)
+    result = Result.for_item(item, Status.MISMATCH, samples=verdict.samples, samples_passed=verdict.passed,
+                             max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
+                             err_ratio=verdict.err_ratio, first_failure=verdict.where,
+                             message=shorten(verdict.reason), **fields)
+    if options["divergence"]:
+        _add_divergence(result, device_run, ref_model, hi_model, inputs, dtype, seed)
+    return result
+
+
+# -- running one variant ------------------------------------------------------------------------
+
+
+def _copy(model, device, dtype):
+    return copy.deepcopy(model).to(device=device, dtype=dtype)
+
+
+def _oracle_copy(base):
+    """The float64 copy; grouped-matmul MoE kernels have no float64, so its experts run eagerly."""
+    import torch
+
+    model = _copy(base, "cpu", torch.float64)
+    if hasattr(model, "set_experts_implementation") and getattr(model.config, "_experts_implementation", None):
+        try:
+            model.set_experts_implementation("eager")
+        except Exception:  # noqa: BLE001 - models without experts refuse; nothing to change
+            pass
+    return model
+
+
+def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
+    accepted = inspect.signature(model.forward).parameters
+    kwargs = dict(inputs)
+    if "use_cache" in accepted:
+        kwargs["use_cache"] = False  # one plain forward; generate exercises the cache
+    return kwargs
+
+
+def run_forward(model, inputs):
+    import torch
+
+    with torch.no_grad():
+        return model(**_forward_kwargs(model, inputs)).logits
+
+
+def run_backward(model, inputs):
+    model.zero_grad(set_to_none=True)
+    out = model(**_forward_kwargs(model, inputs))
+    out.loss.backward()
+    grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    return {"loss": out.loss.detach(), "grads": grads}
+
+
+def run_generate(model, inputs):
+    import torch
+
+    kwargs = {k: v for k, v in inputs.items() if k not in ("labels", "decoder_input_ids")}
+    generation = model.generation_config
+    if model.config.is_encoder_decoder and generation.decoder_start_token_id is None and generation.bos_token_id is None:
+        # tiny configs built from defaults may name no start token; the pad id is the usual choice
+        kwargs["decoder_start_token_id"] = getattr(model.config, "pad_token_id", None) or 0
+    with torch.no_grad():
+        return model.generate(**kwargs, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
+
+
+_VARIANTS: dict[str, Callable] = {"forward": run_forward, "backward": run_backward, "generate": run_generate}
+
+
+def _on_cpu(run, model, inputs, dtype, seed):
+    from conformance.models.inputs import cast_inputs
+    from conformance.models.randomness import reseed
+
+    try:
+        reseed(seed)
+        return run(model, cast_inputs(inputs, "cpu", dtype))
+    except Exception as exc:  # noqa: BLE001
+        raise _RefFailure(f"{type(exc).__name__}: {str(exc).strip()}") from exc
+
+
+class _DeviceRun:
+    """Copies the model to the device, runs the variant, records ops, fallbacks and the failing op."""
+
+    def __init__(self, ctx, item: WorkItem, run, base, inputs, dtype, seed):
+        self.ctx, self.item, self.run, self.base = ctx, item, run, base
+        self.inputs, self.dtype, self.seed = inputs, dtype, seed
+        self.model = None
+        self.output = None
+        self.ops: dict[str, int] = {}
+        self.fallbacks: list[str] = []
+        self.failing_op: str | None = None
+        self.random_ops: dict[str, int] = {}
+
+    def device_inputs(self):
+        from conformance.models.inputs import cast_inputs
+
+        return cast_inputs(self.inputs, self.ctx.device, self.dtype)
+
+    def callable_model(self):
+        """The device model, compiled in compile mode (forward only: generate stays eager)."""
+        import torch
+
+        if self.item.mode == "compile" and self.item.variant != "generate":
+            return _Compiled(self.model, torch.compile(self.model, backend=self.ctx.compile_backend))
+        return self.model
+
+    def execute(self) -> BaseException | None:
+        from conformance.models.randomness import RandomOnCpu, reseed
+        from conformance.oprecord import record_ops
+
+        adapter = self.ctx.adapter
+        device_type = self.ctx.device_type
+        recorder = None
+        randoms = RandomOnCpu(device_type)
+        try:
+            with adapter.track_fallbacks() as tracker:
+                try:
+                    with randoms:
+                        if self.item.mode == "compile":  # dynamo does not trace under a dispatch mode
+                            self.model = _copy(self.base, self.ctx.device, self.dtype)
+                            reseed(self.seed, adapter)
+                            self.output = _to_cpu(self.run(self.callable_model(), self.device_inputs()))
+                        else:
+                            with record_ops(device_type) as recorder:
+                                self.model = _copy(self.base, self.ctx.device, self.dtype)
+                                reseed(self.seed, adapter)
+                                self.output = _to_cpu(self.run(self.model, self.device_inputs()))
+                        adapter.synchronize()
+                finally:
+                    self.random_ops = randoms.ops
+                    if recorder is not None:
+                        self.ops = dict(recorder.ops)
+                        self.failing_op = recorder.failing_op
+            self.fallbacks = sorted(tracker.ops)
+        except Exception as exc:  # noqa: BLE001 - the device's failure is the result
+            return exc
+        return None
+
+
+class _Compiled:
+    """A compiled forward that still exposes the module's parameters and signature."""
+
+    def __init__(self, module, compiled):
+        self._module, self._compiled = module, compiled
+        self.forward = module.forward
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+def _to_cpu(value):
+    import torch
+    from torch.utils import _pytree as pytree
+
+    return pytree.tree_map(lambda x: x.detach().to("cpu") if isinstance(x, torch.Tensor) else x, value)
+
+
+# -- judging ------------------------------------------------------------------------------------
+
+
+class _Verdict:
+    def __init__(self, ok, samples=1, passed=0, reason="", where=None, max_abs_err=None, max_rel_err=None, err_ratio=None):
+        self.ok, self.samples, self.passed, self.reason, self.where = ok, samples, passed, reason, where
+        self.max_abs_err, self.max_rel_err, self.err_ratio = max_abs_err, max_rel_err, err_ratio
+
+
+def judge_logits(dev, ref, hi) -> _Verdict:
+    from conformance.numerics import compare
+
+    c = compare(dev, ref, hi)
+    return _Verdict(c.ok, 1, int(c.ok), f"logits: {c.reason}" if not c.ok else "", None if c.ok else "logits",
+                    c.max_abs_err, c.max_rel_err, c.err_ratio)
+
+
+def judge_grads(dev, ref, hi) -> _Verdict:
+    """Every gradient by name; the worst (first failing, else the highest error ratio) is reported."""
+    from conformance.numerics import compare
+
+    missing = sorted(set(ref["grads"]) ^ set(dev["grads"]))
+    if missing:
+        return _Verdict(False, len(ref["grads"]), 0, f"gradients present on one side only: {', '.join(missing[:5])}",
+                        missing[0])
+    passed, worst_name, worst = 0, None, None
+    for name, ref_grad in ref["grads"].items():
+        c = compare(dev["grads"][name], ref_grad, hi["grads"].get(name) if hi else None)
+        passed += int(c.ok)
+        if worst is None or (worst.ok and not c.ok) or (worst.ok == c.ok and (c.err_ratio or 0) > (worst.err_ratio or 0)):
+            worst_name, worst = name, c
+    total = len(ref["grads"])
+    if worst is None:
+        return _Verdict(False, 0, 0, "the loss produced no parameter gradients on CPU")
+    if worst.ok:
+        return _Verdict(True, total, passed, max_abs_err=worst.max_abs_err, max_rel_err=worst.max_rel_err,
+                        err_ratio=worst.err_ratio)
+    return _Verdict(False, total, passed, f"{total - passed}/{total} gradients differ; worst {worst_name}: {worst.reason}",
+                    f"grad {worst_name}", worst.max_abs_err, worst.max_rel_err, worst.err_ratio)
+
+
+def judge_tokens(dev, ref, hi=None) -> _Verdict:
+    import torch
+
+    if dev.shape != ref.shape:
+        return _Verdict(False, 1, 0, f"generated shape {tuple(dev.shape)} differs from CPU's {tuple(ref.shape)}", "shape")
+    if torch.equal(dev, ref):
+        return _Verdict(True, 1, 1)
+    row, col = (int(i) for i in (dev != ref).nonzero()[0])
+    return _Verdict(False, 1, 0, f"generated tokens differ first at position {col} of sequence {row}: "
+                    f"device {int(dev[row, col])}, CPU {int(ref[row, col])}", f"position {col}")
+
+
+_JUDGES: dict[str, Callable] = {"forward": judge_logits, "backward": judge_grads, "generate": judge_tokens}
+
+
+def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model, inputs, dtype, seed) -> None:
+    """Name the first divergent module of a MISMATCH (forward hooks, eager) in the Result."""
+    from conformance.models import divergence
+    from conformance.models.inputs import cast_inputs
+    from conformance.models.randomness import RandomOnCpu, reseed
+
+    adapter = device_run.ctx.adapter
+
+    def on_device():
+        with RandomOnCpu(device_run.ctx.device_type):
+            reseed(seed, adapter)
+            run_forward(device_run.model, device_run.device_inputs())
+
+    def on_cpu(model, run_dtype):
+        def go():
+            reseed(seed)
+            run_forward(model, cast_inputs(inputs, "cpu", run_dtype))
+        return go
+
+    try:
+        found = divergence.locate(on_device, device_run.model, on_cpu(ref_model, dtype), ref_model,
+                                  on_cpu(hi_model, _float64()) if hi_model is not None else None, hi_model)
+    except Exception as exc:  # noqa: BLE001 - the mismatch stands; say why it was not located
+        result.extra["divergence_error"] = shorten(f"{type(exc).__name__}: {exc}", 300)
+        return
+    if found is None:
+        result.extra["divergence"] = None
+        return
+    result.divergence = found.describe()
+    result.extra["divergence"] = found.to_dict()
+    if found.router:
+        result.extra["router_flip"] = True
+        result.message = shorten(f"MoE routing flipped at {found.describe()} (topk chose different experts); "
+                                 f"{result.message}")
+
+
+def _float64():
+    import torch
+
+    return torch.float64
