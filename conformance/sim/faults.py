@@ -72,9 +72,11 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def dtype_not_supported(dtype: torch.dtype) -> TypeError:
+def dtype_not_supported(dtype: torch.dtype) -> RuntimeError:
     name = dtype_name(dtype)
-    return TypeError(
+    # RuntimeError, not TypeError: Tensor operators turn a TypeError into NotImplemented,
+    # which would hide this message behind "unsupported operand type(s)".
+    return RuntimeError(
         f"Cannot convert a {DEVICE} Tensor to {name} dtype as the {DEVICE} device doesn't "
         f"support {name}: dtype {name} is not supported on the {DEVICE} backend."
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -91,9 +92,9 @@ def dtype_names() -> frozenset[str]:
     return frozenset(n for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype))
 
 
-def load_profile(source: str | Path | Mapping[str, Any]) -> SimProfile:
+def load_profile(source: str | os.PathLike | Mapping[str, Any]) -> SimProfile:
     """Read and validate a profile from a JSON file path or an already-parsed dict."""
-    if isinstance(source, Mapping):
+    if not isinstance(source, (str, os.PathLike)):
         return _parse(source, "the sim profile")
     path = Path(source)
     if not path.is_file():
