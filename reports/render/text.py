@@ -10,6 +10,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from op_db.records import FAILING
 from reports.model import Matrix, Report
 
 LIST_LIMIT = 30  # rows per list section; the JSON/HTML/Parquet exports hold everything
@@ -85,6 +86,14 @@ def _render(report: Report, tablefmt: str, heading) -> str:
         ["aten overload", "items", "subjects"],
     )
     _more(out, report.fallbacks)
+
+    failures = [r for r in report.results if r.status in FAILING]
+    out.append(heading(f"Failures ({len(failures)})"))
+    table(
+        [[r.item.test_id, r.status.value, r.failing_op or "", _cut(r.message or "", 100)] for r in failures[:LIST_LIMIT]],
+        ["item", "status", "failing op", "message"],
+    )
+    _more(out, failures)
 
     if report.coverage:
         out.append(heading("Dispatcher registrations"))
