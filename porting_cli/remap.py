@@ -1,0 +1,276 @@
+"""Run a CUDA script on another device: remap `cuda` to the target, logging each call site.
+
+Used by the porting trace in its child process (porting_cli/trace_child.py). What is remapped,
+and how, so the behaviour is predictable:
+
+* device arguments of every torch call (a TorchFunctionMode): the keyword `device=` of
+  factories and `.new_*`, and positional `"cuda"` / `"cuda:N"` strings or `torch.device("cuda")`
+  objects (as in `.to("cuda")`); every CUDA index collapses onto the one target device;
+* `Tensor.cuda()` and `nn.Module.cuda()` become `.to(target)`;
+* `torch.cuda` functions a script uses to find and drive its GPU (`is_available`,
+  `device_count`, `current_device`, `set_device`, `synchronize`, `manual_seed(_all)`,
+  `empty_cache`, `memory_*`, `is_bf16_supported`, `get_device_name`) answer for the target;
+* `torch.cuda.amp.autocast`, `torch.autocast("cuda")`, `torch.cuda.amp.GradScaler` and
+  `torch.amp.GradScaler("cuda")` use the target's device type; if the target cannot run
+  autocast at all, autocast is disabled and the log says so.
+
+Not remapped (the static scan reports them): `torch.device("cuda")` objects compared with
+`tensor.device`, `tensor.is_cuda`, CUDA streams, events and graphs, `torch.Generator("cuda")`,
+NCCL process groups, device capabilities. Each remap is logged once per (call site, what) with a
+count; calls made from library code rather than the user's files are logged with no site.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
+
+# neuron-check's own packages: never "the user's code", even below the script's folder.
+_OWN_PACKAGES = ("porting_cli", "conformance", "op_db", "reports")
+
+
+class UserFrames:
+    """Finds the innermost stack frame that belongs to the user's script.
+
+    User code is the script itself plus files under the script's directory, excluding
+    installed packages and neuron-check's own packages. Ops issued from an autograd worker
+    thread (backward) are attributed to the line of the script's thread that is waiting,
+    i.e. the `loss.backward()` call.
+    """
+
+    def __init__(self, script: str):
+        self.script = os.path.abspath(script)
+        self.root = os.path.dirname(self.script)
+        self.thread_id = threading.get_ident()
+        self._cache: dict[str, bool] = {}
+        own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self._excluded = [os.path.join(own, name) + os.sep for name in _OWN_PACKAGES]
+        self._excluded += [os.path.abspath(p) + os.sep for p in {sys.prefix, sys.base_prefix} if p]
+        self._excluded += [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep]
+
+    def is_user(self, filename: str) -> bool:
+        known = self._cache.get(filename)
+        if known is None:
+            path = os.path.abspath(filename)
+            known = path == self.script or (
+                path.startswith(self.root + os.sep)
+                and "site-packages" not in path
+                and not any(path.startswith(ex) for ex in self._excluded)
+            )
+            self._cache[filename] = known
+        return known
+
+    def site(self) -> str | None:
+        """'path:line' of the innermost user frame now running, or None (library code)."""
+        if threading.get_ident() == self.thread_id:
+            frame = sys._getframe(1)
+        else:
+            frame = sys._current_frames().get(self.thread_id)
+        while frame is not None:
+            if self.is_user(frame.f_code.co_filename):
+                return self.format(frame.f_code.co_filename, frame.f_lineno)
+            frame = frame.f_back
+        return None
+
+    def traceback_site(self, tb: Any) -> str | None:
+        """'path:line' of the innermost user frame of a traceback."""
+        found = None
+        while tb is not None:
+            if self.is_user(tb.tb_frame.f_code.co_filename):
+                found = self.format(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+            tb = tb.tb_next
+        return found
+
+    @staticmethod
+    def format(filename: str, line: int) -> str:
+        return f"{display_path(filename)}:{line}"
+
+
+def display_path(path: str) -> str:
+    """Relative to the working directory when below it (as SARIF and editors like it)."""
+    path = os.path.abspath(path)
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+class RemapLog:
+    """Counts each remapped call by (site, what); `on_new` is told the first time of each."""
+
+    def __init__(self, frames: UserFrames, on_new: Callable[[str | None, str], None] | None = None):
+        self.frames = frames
+        self.counts: Counter[tuple[str | None, str]] = Counter()
+        self.on_new = on_new
+
+    def __call__(self, what: str, direct_only: bool = False) -> None:
+        """Log one remap. `direct_only`: count it only when the user's code made the call
+        itself (torch.manual_seed calls torch.cuda.manual_seed_all internally; that is no
+        CUDA code of the user's)."""
+        if direct_only:
+            caller = sys._getframe(2).f_code.co_filename
+            if not self.frames.is_user(caller):
+                return
+        key = (self.frames.site(), what)
+        self.counts[key] += 1
+        if self.counts[key] == 1 and self.on_new is not None:
+            self.on_new(*key)
+
+
+def _is_cuda(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(CUDA_DEVICE.match(value))
+    return isinstance(value, torch.device) and value.type == "cuda"
+
+
+def _describe(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else f"torch.device({str(value)!r})"
+
+
+class DeviceRemapMode(TorchFunctionMode):
+    """Rewrites CUDA device arguments of torch calls to the target device."""
+
+    def __init__(self, target: str, log: RemapLog):
+        super().__init__()
+        self.target = target
+        self.log = log
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", str(func))
+        if func is torch.Tensor.cuda:
+            self.log(f"Tensor.cuda() -> .to({self.target!r})")
+            return args[0].to(self.target, non_blocking=bool(kwargs.get("non_blocking", False)))
+        changed = []
+        if _is_cuda(kwargs.get("device")):
+            changed.append(_describe(kwargs["device"]))
+            kwargs["device"] = self.target
+        if any(_is_cuda(a) for a in args):
+            changed += [_describe(a) for a in args if _is_cuda(a)]
+            args = tuple(self.target if _is_cuda(a) else a for a in args)
+        if changed:
+            self.log(f"{name}(device={changed[0]}) -> {self.target!r}")
+        return func(*args, **kwargs)
+
+
+def _target_call(module: Any, name: str, default: Callable[..., Any]) -> Callable[..., Any]:
+    found = getattr(module, name, None) if module is not None else None
+    return found if callable(found) else default
+
+
+def _autocast_usable(device_type: str) -> bool:
+    """Whether autocast runs a matmul on the target (a backend may lack autocast kernels)."""
+    try:
+        x = torch.ones(2, 2, device=device_type)
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            torch.mm(x, x)
+        return True
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
+    """Inside the block, CUDA calls run on `target`; yields a list of notes (e.g. autocast off)."""
+    device_type = torch.device(target).type
+    index = torch.device(target).index or 0
+    module = getattr(torch, device_type, None)
+    notes: list[str] = []
+    autocast_ok = _autocast_usable(device_type)
+    base_autocast, base_scaler = torch.amp.autocast, torch.amp.GradScaler
+
+    class RemappedAutocast(base_autocast):  # type: ignore[misc, valid-type]
+        def __init__(self, device_type_arg: str = "cuda", *args: Any, **kwargs: Any):
+            if device_type_arg == "cuda":
+                log(f"autocast('cuda') -> autocast({device_type!r})")
+                device_type_arg = device_type
+            if device_type_arg == device_type and not autocast_ok:
+                kwargs["enabled"] = False
+                note = f"autocast is not usable on {device_type!r}; autocast regions ran without it"
+                if note not in notes:
+                    notes.append(note)
+            super().__init__(device_type_arg, *args, **kwargs)
+
+    class RemappedGradScaler(base_scaler):  # type: ignore[misc, valid-type]
+        def __init__(self, device: str = "cuda", *args: Any, **kwargs: Any):
+            if device == "cuda":
+                log(f"GradScaler('cuda') -> GradScaler({device_type!r})")
+                device = device_type
+            super().__init__(device, *args, **kwargs)
+
+    def cuda_autocast(enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True):
+        log(f"torch.cuda.amp.autocast -> torch.amp.autocast({device_type!r})")
+        return RemappedAutocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    def cuda_grad_scaler(*args: Any, **kwargs: Any):
+        log(f"torch.cuda.amp.GradScaler -> torch.amp.GradScaler({device_type!r})")
+        return base_scaler(device_type, *args, **kwargs)
+
+    def answer(what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            log(f"torch.cuda.{what} -> {device_type}", direct_only=True)
+            return fn(*args, **kwargs)
+
+        return patched
+
+    def module_cuda(self, device: Any = None):
+        log(f"Module.cuda() -> .to({target!r})")
+        return self.to(target)
+
+    def set_default_device(device: Any) -> None:
+        if _is_cuda(device):
+            log(f"torch.set_default_device({_describe(device)}) -> {target!r}")
+            device = target
+        original_default(device)
+
+    memory = _target_call(module, "memory_allocated", lambda *a, **k: 0)
+    cuda_functions: dict[str, Callable[..., Any]] = {
+        "is_available": lambda: True,
+        "device_count": lambda: max(1, adapter.device_count()),
+        "current_device": lambda: index,
+        "set_device": lambda device: None,
+        "synchronize": lambda device=None: adapter.synchronize(),
+        "manual_seed": _target_call(module, "manual_seed", torch.manual_seed),
+        "manual_seed_all": _target_call(module, "manual_seed_all", torch.manual_seed),
+        "empty_cache": lambda: adapter.empty_cache(),
+        "memory_allocated": memory,
+        "max_memory_allocated": _target_call(module, "max_memory_allocated", memory),
+        "memory_reserved": _target_call(module, "memory_reserved", memory),
+        "max_memory_reserved": _target_call(module, "max_memory_reserved", memory),
+        "reset_peak_memory_stats": _target_call(module, "reset_peak_memory_stats", lambda *a, **k: None),
+        "memory_stats": _target_call(module, "memory_stats", lambda *a, **k: {}),
+        "memory_summary": lambda *a, **k: "",
+        "is_bf16_supported": lambda *a, **k: adapter.dtype_supported("bfloat16"),
+        "get_device_name": lambda *a, **k: f"{target} (remapped from cuda by neuron-check)",
+    }
+    patches: list[tuple[Any, str, Any]] = [
+        (torch.cuda, name, answer(f"{name}()", fn)) for name, fn in cuda_functions.items()
+    ]
+    original_default = torch.set_default_device
+    patches += [
+        (torch.cuda.amp, "autocast", cuda_autocast),
+        (torch.cuda.amp, "GradScaler", cuda_grad_scaler),
+        (torch, "autocast", RemappedAutocast),
+        (torch.amp, "autocast", RemappedAutocast),
+        (torch.amp, "GradScaler", RemappedGradScaler),
+        (torch.nn.Module, "cuda", module_cuda),
+        (torch, "set_default_device", set_default_device),
+    ]
+    saved = [(owner, name, owner.__dict__.get(name, getattr(owner, name))) for owner, name, _ in patches]
+    for owner, name, value in patches:
+        setattr(owner, name, value)
+    try:
+        with DeviceRemapMode(target, log):
+            yield notes
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
