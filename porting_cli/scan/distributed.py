@@ -33,7 +33,11 @@ class DistributedVisitor(ReferenceFamily):
             return
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in ("device_ids", "output_device"):
-                if isinstance(arg.value, cst.Name) and arg.value.value == "None":
+                value = arg.value
+                if isinstance(value, cst.Name) and value.value == "None":
+                    continue
+                if isinstance(value, cst.IfExp) and isinstance(value.orelse, cst.Name) \
+                        and value.orelse.value == "None":  # already guarded
                     continue
                 self.report(arg, "NC503", edit=lambda a: a.with_changes(value=cst.IfExp(
                     test=expr("torch.accelerator.is_available()"), body=a.value, orelse=cst.Name("None"))))
