@@ -1,0 +1,90 @@
+"""The worker side of the engine: one process that owns the device and runs items.
+
+`init_worker` and `run_one` are the whole contract an executor needs; the local
+process pool (conformance/engine.py) drives them through a pipe with
+`worker_main`, and another executor (Ray) can call them in its own actors.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+import warnings
+from typing import Any
+
+from conformance.config import RunConfig, WorkerContext
+from op_db.records import Result, Status, WorkItem, shorten
+
+
+def init_worker(config: RunConfig) -> WorkerContext:
+    """Initialise the backend once for this process (sim profile via the environment)."""
+    from conformance import backends
+
+    if config.sim_profile:
+        os.environ["NEURON_CHECK_SIM_PROFILE"] = config.sim_profile
+    adapter = backends.get(config.backend)
+    adapter.init()
+    return WorkerContext(config=config, adapter=adapter)
+
+
+def _suite(name: str, ctx: WorkerContext) -> Any:
+    """The suite module, prepared once per worker."""
+    from conformance.suites import load_suite
+
+    module = load_suite(name)
+    prepared = ctx.state.setdefault("_prepared", set())
+    if name not in prepared:
+        module.prepare(ctx)
+        prepared.add(name)
+    return module
+
+
+def run_one(item: WorkItem, ctx: WorkerContext) -> Result:
+    """Run one item; a bug in a suite becomes an ERROR result naming it, never a dead worker."""
+    started = time.perf_counter()
+    try:
+        result = _suite(item.suite, ctx).run_item(item, ctx)
+    except Exception as exc:  # noqa: BLE001 - the suite's own failure, reported per item
+        tail = traceback.format_exc(limit=3)
+        return Result.for_item(item, Status.ERROR, message=shorten(f"internal error in the {item.suite} suite: "
+                                                                   f"{type(exc).__name__}: {exc}\n{tail}"),
+                               duration_s=time.perf_counter() - started)
+    if not result.duration_s:
+        result.duration_s = time.perf_counter() - started
+    return result
+
+
+def worker_main(conn: Any, config: RunConfig, suites: tuple[str, ...] = ()) -> None:
+    """Process entry point of the local pool.
+
+    Messages to the parent: ("ready",), ("init-error", text), ("start", index) before each
+    item, so the parent can pin a crash or hang on it, and ("result", index, Result).
+    From the parent: ("batch", [(index, item), ...]) and ("stop",).
+    """
+    # Ctrl-C goes to the whole process group: the parent decides what stops, not us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # OpInfo samples warn a lot; results say what matters (fallback tracking records its own).
+    warnings.simplefilter("ignore")
+    try:
+        ctx = init_worker(config)
+        for suite in suites:  # prepared before the first item, outside its time limit
+            _suite(suite, ctx)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which stops the run
+        conn.send(("init-error", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the parent is gone
+        if message[0] == "stop":
+            return
+        for index, item in message[1]:
+            try:
+                conn.send(("start", index))
+                conn.send(("result", index, run_one(item, ctx)))
+            except (BrokenPipeError, OSError):
+                return

@@ -1,0 +1,266 @@
+"""The OpInfo suite: run one PyTorch OpInfo op in one dtype on the device and judge it.
+
+For each sample (made on CPU with a fixed seed): move a copy to the device,
+run the op there (recording the aten overloads it hits and any CPU fallback),
+run the CPU reference, compare with the numerics rule; a float64 oracle of
+the same sample is computed only when the plain tolerance check fails (the
+rule needs it only then, and it would otherwise double the CPU work).
+The backward variant does the same with the gradients of every input that
+requires grad, for one fixed random cotangent per output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import torch
+
+from conformance import opinfo_checks as chk
+from conformance.config import WorkerContext
+from conformance.numerics import Comparison, compare
+from conformance.oprecord import record_ops
+from conformance.outcome import classify_exception, describe_exception
+from op_db.records import Result, Status, WorkItem, shorten
+
+SUITE = "opinfo"
+COTANGENT_SEED_OFFSET = 1
+RANDOMNESS_PROBE_SEED_OFFSET = 7919
+
+
+def prepare(ctx: WorkerContext) -> None:
+    """Import PyTorch's op database once per worker and index it by full name."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    ctx.state[SUITE] = {op.full_name: op for op in op_db}
+    if ctx.config.mode == "compile":
+        import torch._dynamo
+
+        # One compiled function per item sees every sample's shapes; do not fall back to eager.
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, 64)
+
+
+def run_item(item: WorkItem, ctx: WorkerContext) -> Result:
+    started = time.perf_counter()
+    op = ctx.state[SUITE].get(item.subject)
+    if op is None:
+        return Result.for_item(item, Status.SKIP, message=f"{item.subject} is not an OpInfo op in this torch build.")
+    dtype = getattr(torch, item.dtype)
+    run = _ItemRun(item, op, dtype, ctx)
+    result = run.execute()
+    result.duration_s = time.perf_counter() - started
+    return result
+
+
+class _ItemRun:
+    """State of one item while its samples run."""
+
+    def __init__(self, item: WorkItem, op: Any, dtype: torch.dtype, ctx: WorkerContext):
+        self.item, self.op, self.dtype, self.ctx = item, op, dtype, ctx
+        self.backward = item.variant == "backward"
+        self.device_type = ctx.device_type
+        self.kind = chk.output_kind(item.subject)
+        self.meta_only = self.device_type == "meta"
+        self.rtol, self.atol = chk.tolerance_overrides(op, dtype, self.device_type, self.backward)
+        self.aten_ops: dict[str, int] = {}
+        self.fallbacks: dict[str, int] = {}
+        self.op_time = 0.0
+        self.total: Comparison | None = None
+        self.checks: set[str] = set()
+        self.device_fn = self._device_fn()
+
+    # -- the item --------------------------------------------------------------
+
+    def execute(self) -> Result:
+        item, ctx = self.item, self.ctx
+        base = dict(claimed=chk.claimed(self.op, self.dtype, self.device_type))
+        if not ctx.adapter.dtype_supported(item.dtype):
+            return Result.for_item(item, Status.UNSUPPORTED, message=f"the {ctx.device} backend does not support {item.dtype}.", **base)
+        try:
+            samples = self._samples()
+        except Exception as exc:  # sample generation is pure CPU work: the reference failed
+            return Result.for_item(item, Status.REF_ERROR, message=shorten(f"making samples: {describe_exception(exc)}"), **base)
+        if not samples:
+            return Result.for_item(item, Status.SKIP, message=f"OpInfo has no {'differentiable ' if self.backward else ''}samples for {item.dtype}.", **base)
+
+        ran = passed = ref_errors = 0
+        status, first_failure, message, failing_op = None, None, None, None
+        for index, sample in enumerate(samples):
+            outcome = self._run_sample(index, sample)
+            if outcome == "no-grad":
+                continue
+            ran += 1
+            if outcome == "ref-error":
+                ref_errors += 1
+                continue
+            if isinstance(outcome, BaseException):
+                status = classify_exception(outcome)
+                first_failure = chk.describe_sample(index, sample)
+                message = describe_exception(outcome)
+                failing_op = self._last_failing_op
+                break
+            if outcome.ok:
+                passed += 1
+            elif first_failure is None:
+                first_failure = chk.describe_sample(index, sample)
+                message, failing_op = outcome.reason, chk.guess_failing_op(self._last_ops)
+        if status is None:
+            if ran == 0:
+                status, message = Status.SKIP, f"OpInfo has no differentiable samples for {item.dtype}."
+            elif ref_errors == ran:
+                status, message = Status.REF_ERROR, self._ref_message
+            elif passed < ran - ref_errors:
+                status = Status.MISMATCH
+            elif self.fallbacks:
+                status = Status.FALLBACK
+            else:
+                status = Status.PASS
+        total = self.total
+        extra: dict[str, Any] = {"op_time_s": round(self.op_time, 6)}
+        if ref_errors:
+            extra["ref_errors"] = ref_errors
+        if self.rtol is not None or self.atol is not None:
+            extra["tolerance_override"] = {"rtol": self.rtol, "atol": self.atol}
+        return Result.for_item(
+            item, status, samples=ran, samples_passed=passed,
+            max_abs_err=total.max_abs_err if total else None, max_rel_err=total.max_rel_err if total else None,
+            err_ratio=total.err_ratio if total else None, first_failure=shorten(first_failure, 400),
+            message=shorten(message), failing_op=failing_op, aten_ops=dict(sorted(self.aten_ops.items())),
+            fallback_ops=sorted(self.fallbacks), check=self._check_name(), extra=extra, **base,
+        )
+
+    def _check_name(self) -> str:
+        if self.meta_only or self.kind == "undefined":
+            return "shape-dtype-device"
+        return "random-range" if "random-range" in self.checks else "numerics"
+
+    def _samples(self) -> list[Any]:
+        torch.manual_seed(self.ctx.config.seed)
+        maker = self.op.reference_inputs if self.ctx.config.reference_inputs else self.op.sample_inputs
+        samples = maker("cpu", self.dtype, requires_grad=self.backward, set_seed=False)
+        limit = self.ctx.config.max_samples
+        return list(itertools.islice(samples, limit) if limit else samples)
+
+    def _device_fn(self):
+        if self.ctx.config.mode != "compile":
+            return self.op
+        import torch._dynamo
+
+        torch._dynamo.reset()  # each item compiles afresh: no cache growth across a long run
+        op = self.op
+
+        def call(*args, **kwargs):
+            return op(*args, **kwargs)
+
+        return torch.compile(call, backend=self.ctx.compile_backend, dynamic=False)
+
+    # -- one sample ------------------------------------------------------------
+
+    _last_failing_op: str | None = None
+    _last_ops: dict[str, int] = {}
+    _ref_message: str | None = None
+
+    def _run_sample(self, index: int, sample: Any):
+        """'no-grad', 'ref-error', an exception the device raised, or a Comparison."""
+        seed = self.ctx.config.seed
+        # Copies first: the CPU reference may update the sample in place.
+        dev_sample = chk.to_device(sample, self.ctx.device)
+        hi_dtype = None if self.meta_only or self.kind == "undefined" else chk.oracle_dtype(self.dtype)
+        hi_sample = chk.to_oracle(sample, self.dtype, hi_dtype) if hi_dtype is not None else None
+        cotangents: list[torch.Tensor] | None = None
+        try:
+            torch.manual_seed(seed)
+            ref = self._call(self.op, sample)
+            if self.backward:
+                outs = chk.differentiable_outputs(ref)
+                if not outs or not chk.grad_inputs(sample):
+                    return "no-grad"
+                gen = torch.Generator().manual_seed(seed + COTANGENT_SEED_OFFSET)
+                cotangents = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+                ref = self._grads(ref, sample, cotangents)
+        except Exception as exc:
+            self._ref_message = shorten(f"CPU reference failed: {describe_exception(exc)}")
+            return "ref-error"
+
+        self._last_failing_op = None
+        try:
+            with record_ops(self.device_type) as recorder, self.ctx.adapter.track_fallbacks() as tracker:
+                try:
+                    self.ctx.adapter.manual_seed(seed)
+                    dev = self._call(self.device_fn, dev_sample)
+                    if self.backward:
+                        dev = self._grads(dev, dev_sample, cotangents)
+                    self.ctx.adapter.synchronize()
+                finally:
+                    self._last_ops = dict(recorder.ops)
+                    for name, count in recorder.ops.items():
+                        self.aten_ops[name] = self.aten_ops.get(name, 0) + count
+                    self._last_failing_op = recorder.failing_op
+            for name, count in tracker.ops.items():
+                self.fallbacks[name] = self.fallbacks.get(name, 0) + count
+            placement = chk.wrong_device(dev, self.device_type)
+            dev = chk.to_cpu(dev)
+        except Exception as exc:
+            return exc
+        return self._judge(index, dev, ref, hi_sample, cotangents, placement)
+
+    def _call(self, fn, sample: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return sample.output_process_fn_grad(fn(sample.input, *sample.args, **sample.kwargs))
+        finally:
+            self.op_time += time.perf_counter() - started
+
+    def _grads(self, out: Any, sample: Any, cotangents: list[torch.Tensor]) -> tuple:
+        outs = chk.differentiable_outputs(out)
+        if len(outs) != len(cotangents):
+            raise RuntimeError(f"{len(outs)} differentiable outputs where the CPU had {len(cotangents)}")
+        grads_out = [c.to(device=o.device, dtype=o.dtype) for c, o in zip(cotangents, outs)]
+        started = time.perf_counter()
+        try:
+            return torch.autograd.grad(outs, chk.grad_inputs(sample), grads_out, allow_unused=True)
+        finally:
+            self.op_time += time.perf_counter() - started
+
+    def _oracle(self, hi_sample: Any, cotangents: list[torch.Tensor] | None) -> Any:
+        try:
+            torch.manual_seed(self.ctx.config.seed)
+            hi = self._call(self.op, hi_sample)
+            return self._grads(hi, hi_sample, cotangents) if self.backward else hi
+        except Exception:
+            return None  # no oracle: the rule falls back to the plain tolerance check
+
+    def _judge(self, index: int, dev: Any, ref: Any, hi_sample: Any, cotangents, placement: str | None) -> Comparison:
+        if self.meta_only or self.kind == "undefined":
+            result = chk.check_metadata(dev, ref)
+            if result.ok and placement and not self.meta_only:
+                result = Comparison(False, "structure", placement)
+        else:
+            result = compare(dev, ref, rtol=self.rtol, atol=self.atol)
+            if not result.ok and hi_sample is not None and result.rule != "structure":
+                result = compare(dev, ref, self._oracle(hi_sample, cotangents), rtol=self.rtol, atol=self.atol)
+            if not result.ok and (self.kind == "random" or self._cpu_is_random(index, ref)):
+                self.checks.add("random-range")
+                result = chk.check_random_range(dev, ref)
+                if result.ok and placement:
+                    result = Comparison(False, "structure", placement)
+        self.total = result if self.total is None else self.total.merge(result)
+        return result
+
+    def _cpu_is_random(self, index: int, ref: Any) -> bool:
+        """Does the CPU itself give other values under another seed? (ops not known to be random)"""
+        if self.kind != "deterministic" or self.backward:
+            return False
+        try:
+            sample = self._samples()[index]
+            torch.manual_seed(self.ctx.config.seed + RANDOMNESS_PROBE_SEED_OFFSET)
+            again = self._call(self.op, sample)
+        except Exception:
+            return False
+        if compare(again, ref).ok:
+            return False
+        self.kind = "random"
+        return True
