@@ -7,7 +7,7 @@ Runs are grouped by their *run key*:
   pipeline share it); otherwise
 * the derived key: backend, device, simulated, torch and backend versions, git
   revision, the command line without `--shard ...`, and the options without
-  `shard`.
+  `shard` and `jobs`.
 
 All runs of one key become one run in the output: its results are the union
 (an item found in two shards keeps the later shard's row), its coverage the
@@ -26,7 +26,9 @@ from op_db.errors import InputError
 from op_db.store import Store, open_for_reading
 
 SHARD_OPTION = "--shard"
-_PER_SHARD_OPTIONS = ("shard", "run_group")
+# Options that may differ between shards of one run: the shard itself, and the
+# worker count (parallelism changes no result).
+_PER_SHARD_OPTIONS = ("shard", "run_group", "jobs")
 
 
 def strip_shard(command: str | None) -> str:

@@ -142,6 +142,10 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
             if not readonly:
                 conn.execute("PRAGMA journal_mode = WAL")
+                # In WAL mode NORMAL still survives any process crash (a killed
+                # worker or run loses nothing committed); only a power cut may
+                # drop the last commits. FULL costs an fsync per result.
+                conn.execute("PRAGMA synchronous = NORMAL")
                 _migrate(conn, path)
             else:
                 _check_version(conn, path)

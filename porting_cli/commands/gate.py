@@ -41,6 +41,9 @@ def command(db_path, baseline, current, expected_failures, write_expected, stric
     baseline_report = _load(db_path, baseline) if baseline is not None else None
     manifest = load_manifest(expected_failures) if expected_failures else None
     outcome = evaluate(current_report, baseline_report, manifest, strict=strict)
+    if manifest is not None and manifest.device and manifest.device != current_report.run.get("device"):
+        click.echo(f"note: the manifest was written for device {manifest.device!r}, "
+                   f"the current run is on {current_report.run.get('device')!r}.", err=True)
     if fmt == "json":
         click.echo(json.dumps(outcome.to_json(), indent=2))
     else:
