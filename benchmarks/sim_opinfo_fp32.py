@@ -61,13 +61,14 @@ def _run_op(torch, sim, op, max_samples, on):
     for i, s in enumerate(samples):
         # Samples made on CPU are moved to sim (the DESIGN data flow); samples made on sim
         # (as PyTorch's device tests make them) are moved to CPU for the reference.
-        s, ds = (s, s.transform(to_sim)) if on == "cpu" else (s.transform(to_cpu), s)
         try:
+            s = s if on == "cpu" else s.transform(to_cpu)
             torch.manual_seed(1234)
             ref = op(s.input, *s.args, **s.kwargs)
         except Exception:  # noqa: BLE001
             continue  # REF_ERROR: says nothing about sim
         try:
+            ds = s.transform(to_sim) if on == "cpu" else samples[i]
             torch.manual_seed(1234)
             out = tree_map(to_cpu, op(ds.input, *ds.args, **ds.kwargs))
         except Exception as exc:  # noqa: BLE001

@@ -60,7 +60,7 @@ def register() -> None:
         return
     import torch
 
-    from . import device_module, tensor
+    from . import autocast, device_module, tensor
 
     current = torch._C._get_privateuse1_backend_name()
     if current != DEVICE:
@@ -78,6 +78,7 @@ def register() -> None:
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=False
         )
     tensor.install_fallback()
+    autocast.install()
     env = os.environ.get(ENV_PROFILE)
     if env:
         set_profile(load_profile(env))

@@ -160,3 +160,15 @@ def test_compile_aot_eager(sim_device):
     out = torch.compile(f, backend="aot_eager")(x.to("sim"))
     assert out.device.type == "sim"
     assert torch.allclose(out.cpu(), f(x), atol=1e-6)
+
+
+def test_autocast(sim_device):
+    model = torch.nn.Linear(4, 3).to("sim")
+    x = torch.randn(2, 4, device="sim")
+    with torch.autocast("sim", dtype=torch.bfloat16):
+        y = model(x)
+        z = x.exp()
+    assert y.dtype == torch.bfloat16 and z.dtype == torch.float32
+    y.float().sum().backward()
+    assert model.weight.grad.dtype == torch.float32 and model.weight.grad.device.type == "sim"
+    assert model(x).dtype == torch.float32
