@@ -71,3 +71,59 @@ def resolve_device(device: str | None, sim_profile: str | None = None):
         raise click.UsageError("--sim-profile applies only to --device sim.")
     adapter.init()
     return adapter, device_string
+
+
+def engine_options(default_timeout: float = 120.0):
+    """--jobs, --timeout, --seed, --resume, --junit, --fail-on, --strict-fallback: every suite
+    command that runs items through the engine spells them this way."""
+    def decorate(func):
+        for option in reversed((
+            click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes."),
+            click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=default_timeout, show_default=True,
+                         help="Seconds one item may run before its worker is killed (TIMEOUT)."),
+            click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs, weights and random ops."),
+            click.option("--resume", "resume", default=None, help="Finish run RUN_ID: run only the items it has not stored yet."),
+            click.option("--junit", "junit_path", type=click.Path(dir_okay=False), default=None, help="Write JUnit XML here."),
+            click.option("--fail-on", "fail_on", default=None,
+                         help="Exit 1 if any item has one of these statuses (e.g. MISMATCH,ERROR,CRASH)."),
+            click.option("--strict-fallback", is_flag=True, help="Count FALLBACK as a failure (for --fail-on and JUnit)."),
+        )):
+            func = option(func)
+        return func
+    return decorate
+
+
+def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
+    """The statuses of --fail-on (InputError for an unknown one), plus FALLBACK when strict."""
+    from op_db.records import Status
+
+    found = {Status.parse(s) for s in split_list(fail_on)}
+    if strict_fallback:
+        found.add(Status.FALLBACK)
+    return found
+
+
+def run_and_report(store, items, config, adapter, run_id: int, *, command_name: str, junit_path: str | None,
+                   failing_statuses: set, strict_fallback: bool) -> int:
+    """Run planned items through the engine, print the summary, write JUnit; the exit code
+    (130 interrupted, 1 when a --fail-on status occurred, else 0)."""
+    from conformance.engine import run_items
+    from op_db.records import FAILING, Status
+    from reports.render.summary import summary_table
+
+    label = " (simulated)" if adapter.simulated else ""
+    click.echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
+    summary = run_items(items, config, store, run_id, progress=True)
+    results = store.results(run_id)
+    click.echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
+                             interrupted=summary.interrupted))
+    if junit_path:
+        from reports.render.junit import write_junit
+
+        failing = FAILING | ({Status.FALLBACK} if strict_fallback else set())
+        write_junit(results, junit_path, suite_name=f"neuron-check {command_name} run {run_id}", failing=frozenset(failing))
+    if summary.interrupted:
+        return 130
+    if failing_statuses and any(r.status in failing_statuses for r in results):
+        return 1
+    return 0

@@ -43,7 +43,7 @@ SIZE_RULES: dict[str, int] = {
     **dict.fromkeys(("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers",
                      "decoder_layers", "num_decoder_layers", "num_encoder_layers"), 2),
     **dict.fromkeys(("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"), 4),
-    **dict.fromkeys(("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts"), 2),
+    **dict.fromkeys(("num_experts_per_tok", "moe_topk", "moe_k", "top_k", "num_selected_experts"), 2),
     "num_key_value_heads": 2,
     "vocab_size": VOCAB,
     "max_position_embeddings": 512,
@@ -52,6 +52,7 @@ SIZE_RULES: dict[str, int] = {
     "qk_rope_head_dim": 8,
     "qk_nope_head_dim": 8,
     "v_head_dim": 8,
+    "rotary_dim": 4,
     "image_size": 32,
     "patch_size": 8,
     "num_channels": 3,
@@ -165,8 +166,10 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
     hidden = out.get("hidden_size", values.get("hidden_size"))
     if isinstance(values.get("head_dim"), int) and isinstance(heads, int) and isinstance(hidden, int):
         out["head_dim"] = max(hidden // heads, 4)
-    if isinstance(values.get("num_key_value_heads"), int) and isinstance(heads, int):
-        out["num_key_value_heads"] = min(out.get("num_key_value_heads", values["num_key_value_heads"]), heads)
+    kv_heads = values.get("num_key_value_heads")
+    if isinstance(kv_heads, int) and isinstance(heads, int):
+        # plain multi-head attention (and MLA, which requires it) keeps kv heads == heads
+        out["num_key_value_heads"] = heads if kv_heads == values.get("num_attention_heads") else min(kv_heads, 2, heads)
     for key in LAYER_LIST_KEYS:
         if isinstance(values.get(key), list) and values[key]:
             out[key] = _layer_list(values[key])
@@ -223,12 +226,21 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0) -> Any:
     try:
         cls = getattr(transformers, entry.class_name)
         torch.manual_seed(seed)
-        model = cls._from_config(config, attn_implementation=attn, dtype=torch.float32)
+        try:
+            model = cls._from_config(config, attn_implementation=attn, dtype=torch.float32)
+        except AttributeError:
+            # a text-only head listed for a multimodal type (qwen3_5 -> Qwen3_5ForCausalLM)
+            # wants the text part of the composite config
+            if getattr(config, "text_config", None) is None:
+                raise
+            torch.manual_seed(seed)
+            model = cls._from_config(config.text_config, attn_implementation=attn, dtype=torch.float32)
     except Exception as exc:  # noqa: BLE001
         raise BuildError(f"model: {type(exc).__name__}: {_first_line(exc)}") from exc
     return model.eval()
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else ""
+    """The exception text on one line, shortened (validation errors put the cause on line two)."""
+    text = " ".join(str(exc).split())
+    return text[:300]
