@@ -17,9 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from op_db.errors import InputError
+from op_db.schema import (  # noqa: F401  (MIGRATIONS, SCHEMA_VERSION, APP_ID: re-exported)
+    APP_ID,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    _check_is_ours,
+    _check_version,
+    _migrate,
+    _stored_version,
+    schema_version,
+)
 from op_db.records import RESULT_FIELDS, Result, Status, WorkItem
 
-APP_ID = "neuron-check"
 DEFAULT_DB = "neuron-check.db"
 BUSY_TIMEOUT_MS = 30_000
 
@@ -29,70 +38,6 @@ RUN_FIELDS = (
     "backend_version", "transformers_version", "host", "git_revision", "command",
     "status", "versions", "options",
 )
-
-# Each entry upgrades the schema by one version; never edit a shipped entry.
-# An entry is an SQL script or a callable taking the connection (for data
-# migrations). The code reads `len(MIGRATIONS)` at run time, so a test can
-# append a migration and watch an old file being upgraded.
-MIGRATIONS: tuple[Any, ...] = (
-    """
-    CREATE TABLE runs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        started TEXT NOT NULL,
-        finished TEXT,
-        backend TEXT NOT NULL,
-        device TEXT NOT NULL,
-        simulated INTEGER NOT NULL DEFAULT 0,
-        torch_version TEXT,
-        backend_version TEXT,
-        transformers_version TEXT,
-        host TEXT,
-        git_revision TEXT,
-        command TEXT,
-        status TEXT NOT NULL DEFAULT 'running',
-        versions TEXT NOT NULL DEFAULT '{}',
-        options TEXT NOT NULL DEFAULT '{}'
-    );
-    CREATE TABLE results (
-        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        suite TEXT NOT NULL,
-        subject TEXT NOT NULL,
-        variant TEXT NOT NULL,
-        dtype TEXT NOT NULL,
-        mode TEXT NOT NULL,
-        status TEXT NOT NULL,
-        samples INTEGER NOT NULL DEFAULT 0,
-        samples_passed INTEGER NOT NULL DEFAULT 0,
-        max_abs_err REAL,
-        max_rel_err REAL,
-        err_ratio REAL,
-        first_failure TEXT,
-        message TEXT,
-        failing_op TEXT,
-        aten_ops TEXT NOT NULL DEFAULT '{}',
-        fallback_ops TEXT NOT NULL DEFAULT '[]',
-        duration_s REAL NOT NULL DEFAULT 0,
-        claimed INTEGER,
-        "check" TEXT,
-        divergence TEXT,
-        extra TEXT NOT NULL DEFAULT '{}',
-        PRIMARY KEY (run_id, suite, subject, variant, dtype, mode)
-    );
-    CREATE INDEX results_status ON results(run_id, status);
-    CREATE TABLE coverage (
-        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        op TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        PRIMARY KEY (run_id, op)
-    );
-    """,
-)
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def schema_version() -> int:
-    """The schema this code writes: one past the last migration."""
-    return len(MIGRATIONS)
 
 _JSON_RESULT_FIELDS = {"aten_ops": dict, "fallback_ops": list, "extra": dict}
 
@@ -321,94 +266,6 @@ class Store:
 
 
 # -- helpers -----------------------------------------------------------------
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def _check_is_ours(path: Path) -> None:
-    """Refuse files that are not SQLite, or SQLite files of someone else, unmodified."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(_SQLITE_MAGIC))
-    except OSError as exc:
-        raise InputError(f"cannot read database {path}: {exc.strerror}.") from None
-    if head == b"":
-        return  # an empty file is a new database
-    if head != _SQLITE_MAGIC:
-        raise InputError(f"{path} is not an SQLite database (corrupt or another kind of file).")
-    try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if not tables:
-                return
-            if "schema_info" not in tables:
-                raise InputError(f"{path} is an SQLite database of another application, not neuron-check.")
-            app = conn.execute("SELECT value FROM schema_info WHERE key = 'app'").fetchone()
-            if not app or app[0] != APP_ID:
-                raise InputError(f"{path} is an SQLite database of another application, not neuron-check.")
-            conn.execute("PRAGMA quick_check").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise InputError(f"{path} is a corrupt database ({exc}).") from None
-
-
-def _stored_version(conn: sqlite3.Connection) -> int:
-    has_info = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_info'"
-    ).fetchone()
-    if not has_info:
-        return 0
-    row = conn.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()
-    return int(row[0]) if row else 0
-
-
-def _check_version(conn: sqlite3.Connection, path: Path) -> int:
-    version = _stored_version(conn)
-    latest = schema_version()
-    if version > latest:
-        raise InputError(
-            f"{path} was written by a newer neuron-check (schema {version}, this one reads up to {latest})."
-        )
-    if version == 0:
-        raise InputError(f"{path} is an empty database with no neuron-check runs.")
-    if version < latest:
-        raise InputError(f"{path} uses schema {version}; open it once without read-only access to migrate it.")
-    return version
-
-
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    latest = schema_version()
-    if _stored_version(conn) == latest:
-        return
-    # BEGIN IMMEDIATE takes the write lock before reading the version, so two
-    # processes opening a new file at once cannot both create the tables.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = _stored_version(conn)
-        if version > latest:
-            _check_version(conn, path)
-        if version == 0:
-            conn.execute("CREATE TABLE schema_info (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            conn.execute("INSERT INTO schema_info VALUES ('app', ?)", (APP_ID,))
-            conn.execute("INSERT INTO schema_info VALUES ('version', '0')")
-        for number in range(version, latest):
-            step = MIGRATIONS[number]
-            if callable(step):
-                step(conn)
-            else:
-                for statement in _statements(step):
-                    conn.execute(statement)
-            conn.execute("UPDATE schema_info SET value = ? WHERE key = 'version'", (str(number + 1),))
-    except BaseException:
-        conn.rollback()
-        raise
-    conn.commit()
-
-
-def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
 
 
 def _run_dict(row: sqlite3.Row) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from op_db import schema as schema_mod
 from op_db import store as store_mod
 from op_db.errors import InputError
 from op_db.records import Status
@@ -32,8 +33,8 @@ def test_a_v1_database_is_migrated_when_a_later_migration_exists(tmp_path, monke
     with Store.open(path) as store:
         run_id = write_sample_run(store)
     monkeypatch.setattr(
-        store_mod, "MIGRATIONS",
-        (*store_mod.MIGRATIONS,
+        schema_mod, "MIGRATIONS",
+        (*schema_mod.MIGRATIONS,
          "ALTER TABLE runs ADD COLUMN note TEXT; UPDATE runs SET note = 'migrated'",
          lambda conn: conn.execute("CREATE TABLE extra_facts (k TEXT)")),
     )
