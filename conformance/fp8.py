@@ -141,20 +141,16 @@ def _run(item: WorkItem, ctx: Any) -> Result:
 
 def _not_ready(item: WorkItem, fp8: Any, ctx: Any, state: dict, claimed: bool) -> Result | None:
     """UNSUPPORTED (SKIP for fnuz) when the backend has no such FP8 dtype; None when it has."""
-    why = None
     if not claimed:
         why = f"the {ctx.adapter.name} backend declares no {item.dtype} support"
     else:
-        why = state["probes"].get(item.dtype, _MISSING)
-        if why is _MISSING:
-            why = state["probes"][item.dtype] = _probe(fp8, ctx)
+        if item.dtype not in state["probes"]:
+            state["probes"][item.dtype] = _probe(fp8, ctx)
+        why = state["probes"][item.dtype]
     if why is None:
         return None
     status = Status.UNSUPPORTED if item.dtype in PRIMARY_FP8 else Status.SKIP
     return Result.for_item(item, status, claimed=False, check="dtype-probe", message=shorten(why))
-
-
-_MISSING = object()
 
 
 def _probe(fp8: Any, ctx: Any) -> str | None:

@@ -194,3 +194,27 @@ def test_probe_failure_is_unsupported_for_core_formats_and_skip_for_fnuz(ctx, pr
     fnuz = fp8.run_item(WorkItem("fp8", "cast", "to_float32", "float8_e4m3fnuz", "eager"), ctx)
     assert fnuz.status is Status.SKIP
     assert "float8_e4m3fnuz" in fnuz.message
+
+
+# -- through the engine -----------------------------------------------------------------
+
+
+def test_engine_runs_fp8_items_in_a_worker_and_stores_them(tmp_path):
+    import json
+
+    from conformance.engine import run_items
+    from op_db.store import Store
+
+    profile_file = tmp_path / "e5m2-nan.json"
+    profile_file.write_text(json.dumps({"name": "e5m2-nan", "faults": [
+        {"op": "aten._to_copy.default", "dtype": E5M2, "kind": "nan"}]}))
+    config = RunConfig(backend="sim", device="sim", sim_profile=str(profile_file), timeout_s=60)
+    items = [WorkItem("fp8", "cast", "to_float32", dtype, "eager") for dtype in (E4M3, E5M2)]
+    store = Store.open(tmp_path / "fp8.db")
+    run_id = store.create_run(backend="sim", device="sim")
+    summary = run_items(items, config, store, run_id, progress=False)
+    assert summary.counts == {"PASS": 1, "MISMATCH": 1}
+    stored = {r.dtype: r for r in store.results(run_id, suite="fp8")}
+    assert stored[E4M3].status is Status.PASS
+    assert stored[E5M2].status is Status.MISMATCH
+    assert stored[E5M2].first_failure == "all 256 codes: transfer of input 0, element 0"
