@@ -69,6 +69,17 @@ class SimTensor(torch.Tensor):
         text = torch._tensor_str._str(self, tensor_contents=tensor_contents)
         return "tensor(" + text[len("SimTensor("):] if text.startswith("SimTensor(") else text
 
+    def tolist(self):
+        return self.detach().cpu().tolist()
+
+    def numpy(self, *, force: bool = False):
+        if not force:
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() "
+                "to copy the tensor to host memory first."
+            )
+        return self.detach().cpu().numpy()
+
     def __format__(self, format_spec):
         if self.dim() == 0:
             return self.item().__format__(format_spec)

@@ -52,6 +52,9 @@ def test_factories_and_transfers(sim_device):
     assert torch.equal(s.to(torch.float64).cpu(), x.double())
     assert "device='sim:0'" in repr(s)
     assert s.sum().item() == pytest.approx(x.sum().item(), rel=1e-5)
+    assert s.tolist() == x.tolist()
+    with pytest.raises(TypeError, match="Use Tensor.cpu"):
+        s.numpy()
 
 
 def test_views_and_inplace_alias_the_base(sim_device):
