@@ -12,6 +12,7 @@ to its replacement, applied by ``porting_cli.fix`` to the node that was flagged.
 
 from __future__ import annotations
 
+import bisect
 from typing import Callable, ClassVar
 
 import libcst as cst
@@ -32,6 +33,10 @@ class Context:
         self.aliases = aliases
         self.device_name = device_name  # the module-level name the fixes bind the device to
         self.findings: list[Finding] = []
+        self.positions = None  # PositionProvider's mapping, when the engine resolved it
+        # the tree may hold only some chunks of the file: tree line -> file line
+        self.chunk_starts = [1]
+        self.chunk_offsets = [0]
         self.edits: dict[int, tuple[cst.CSTNode, Edit]] = {}
         self.needs_device = False
         self.import_depth = 0
@@ -42,6 +47,10 @@ class Context:
         self.handled: set[int] = set()                    # ids of nodes a rule already reported
         self._refs: dict[int, str | None] = {}
         self._keep: list[cst.CSTNode] = []                # keeps ids in _refs valid
+
+    def file_line(self, line: int) -> int:
+        i = bisect.bisect_right(self.chunk_starts, line) - 1
+        return line + self.chunk_offsets[i]
 
     # -- names -----------------------------------------------------------------
     def qualname(self, expr: cst.BaseExpression) -> str | None:
@@ -93,6 +102,10 @@ def expr(code: str) -> cst.BaseExpression:
 def string_value(node: cst.CSTNode) -> str | None:
     """The value of a plain string literal, else None."""
     if isinstance(node, cst.SimpleString):
+        raw = node.value
+        if raw[0] in "'\"" and "\\" not in raw:  # no prefix, no escapes: skip literal_eval
+            quote = 3 if raw[:3] in ('"""', "'''") and len(raw) >= 6 else 1
+            return raw[quote:-quote]
         try:
             value = node.evaluated_value
         except Exception:  # pragma: no cover - malformed literal
@@ -137,9 +150,22 @@ def guarded_statement(line: cst.SimpleStatementLine) -> cst.If:
 class ContextVisitor(cst.BatchableCSTVisitor):
     """Runs first in the batch and records the structure the rules ask about."""
 
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: Context, families=()):
         super().__init__()
         self.ctx = ctx
+        self.referrers = [f for f in families if isinstance(f, ReferenceFamily)]
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        qn = self.ctx.reference(node)
+        if qn:
+            for family in self.referrers:
+                family.on_reference(node, qn)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        qn = self.ctx.reference(node)
+        if qn and qn != node.value:  # only imported names can mean a torch API
+            for family in self.referrers:
+                family.on_reference(node, qn)
 
     def visit_Import(self, node: cst.Import) -> None:
         self.ctx.import_depth += 1
@@ -195,8 +221,8 @@ class FamilyVisitor(cst.BatchableCSTVisitor):
         ``node``) makes it fixable."""
         ctx = self.ctx
         rule = RULES_BY_ID[rule_id]
-        pos = self.get_metadata(PositionProvider, node)
-        line = pos.start.line
+        pos = ctx.positions[node] if ctx.positions is not None else self.get_metadata(PositionProvider, node)
+        line = ctx.file_line(pos.start.line)
         source = ctx.lines[line - 1].rstrip("\r\n") if line <= len(ctx.lines) else ""
         message = rule.message if detail is None else f"{rule.message}: {detail}"
         target = node if edit_node is None else edit_node
@@ -206,7 +232,7 @@ class FamilyVisitor(cst.BatchableCSTVisitor):
         ctx.handled.add(id(node))
         ctx.findings.append(Finding(
             rule_id=rule.id, path=ctx.path, line=line, col=pos.start.column + 1,
-            end_line=pos.end.line, end_col=pos.end.column + 1, source_line=source,
+            end_line=ctx.file_line(pos.end.line), end_col=pos.end.column + 1, source_line=source,
             severity=rule.severity, effort=rule.effort, message=message,
             fixable=fixable, family=rule.family))
 
@@ -216,18 +242,44 @@ class FamilyVisitor(cst.BatchableCSTVisitor):
 
 
 class ReferenceFamily(FamilyVisitor):
-    """A family that reacts to names such as ``torch.cuda.synchronize``."""
+    """A family that reacts to names such as ``torch.cuda.synchronize``.
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        qn = self.ctx.reference(node)
-        if qn:
-            self.on_reference(node, qn)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        qn = self.ctx.reference(node)
-        if qn and qn != node.value:  # only imported names can mean a torch API
-            self.on_reference(node, qn)
+    The names are resolved once per node by ``ContextVisitor``, which then calls
+    ``on_reference`` of every reference family (cheaper than each family
+    visiting every Name and Attribute itself).
+    """
 
     def on_reference(self, node: cst.Name | cst.Attribute, qn: str) -> None:
         """A name chain that resolves to ``qn`` (e.g. ``torch.cuda.synchronize``)."""
 
+
+class Dispatcher(cst.CSTVisitor):
+    """Runs many batchable visitors in one traversal, like ``visit_batched`` but
+    without its per-attribute hooks (which cost more than the rules here)."""
+
+    def __init__(self, visitors: list[cst.BatchableCSTVisitor]):
+        super().__init__()
+        visit: dict[str, list] = {}
+        leave: dict[str, list] = {}
+        for visitor in visitors:
+            for name, fn in visitor.get_visitors().items():
+                kind, _, node_type = name.partition("_")
+                if "_" not in node_type:  # visit_Call, not visit_Call_func
+                    (visit if kind == "visit" else leave).setdefault(node_type, []).append(fn)
+        self._visit = {k: tuple(v) for k, v in visit.items()}
+        self._leave = {k: tuple(v) for k, v in leave.items()}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        for fn in self._visit.get(type(node).__name__, ()):
+            fn(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        for fn in self._leave.get(type(original_node).__name__, ()):
+            fn(original_node)
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass

@@ -19,11 +19,11 @@ import re
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
-from .base import Context, ContextVisitor
+from .base import Context, ContextVisitor, Dispatcher
 from .cuda_api import CudaApiVisitor
 from .device import DevicePlacementVisitor
 from .distributed import DistributedVisitor
@@ -122,8 +122,22 @@ def candidate_lines(lines: list[str], aliases: dict[str, str]) -> list[int]:
     if extra:
         names = "|".join(re.escape(n) for n in extra)
         pattern = re.compile(f"{TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE)
-    search = pattern.search
-    return [i for i, line in enumerate(lines, 1) if search(line)]
+    starts, offset = [], 0
+    for line in lines:
+        starts.append(offset)
+        offset += len(line)
+    found: list[int] = []
+    text = "".join(lines)
+    pos = 0
+    while True:  # one regex pass over the text; skip to the next line after each hit
+        m = pattern.search(text, pos)
+        if m is None:
+            return found
+        n = bisect.bisect_right(starts, m.start())
+        found.append(n)
+        if n >= len(starts):
+            return found
+        pos = starts[n]
 
 
 def _start(stmt: ast.stmt) -> tuple[int, int]:
@@ -134,9 +148,15 @@ def _start(stmt: ast.stmt) -> tuple[int, int]:
     return stmt.lineno, stmt.col_offset
 
 
-def reduce_source(lines: list[str], tree: ast.Module, candidates: list[int]) -> str:
-    """The source with every statement that has no candidate line made ``pass``."""
+def reduce_source(lines: list[str], tree: ast.Module, candidates: list[int]) -> list[tuple[int, str]]:
+    """Chunks ``(line offset, text)`` of the source that can hold findings.
+
+    A chunk is a run of top-level statements that touch a candidate line; in it
+    every nested statement that touches none is made ``pass`` plus blank lines,
+    so that positions in the chunk plus the offset are positions in the file.
+    """
     out = list(lines)
+    ranges: list[list[int]] = []
 
     def touches(first: int, last: int) -> bool:
         i = bisect.bisect_left(candidates, first)
@@ -165,8 +185,15 @@ def reduce_source(lines: list[str], tree: ast.Module, candidates: list[int]) -> 
                         out[n] = newline(lines[n])
             prev_end = last
 
+    for stmt in tree.body:
+        first, last = _start(stmt)[0], stmt.end_lineno or stmt.lineno
+        if touches(first, last):
+            if ranges and first <= ranges[-1][1] + 1:
+                ranges[-1][1] = max(ranges[-1][1], last)
+            else:
+                ranges.append([first, last])
     walk(tree.body)
-    return "".join(out)
+    return [(first - 1, "".join(out[first - 1:last])) for first, last in ranges]
 
 
 @dataclasses.dataclass
@@ -174,7 +201,7 @@ class Analysis:
     """A parsed file and what the rule families found in it."""
 
     text: str
-    module: cst.Module | None
+    module: cst.Module | None  # the full tree (``reduce=False`` only)
     ctx: Context | None
     findings: list[Finding]
     lines: int
@@ -183,24 +210,32 @@ class Analysis:
 
 def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
             device_name: str = DEFAULT_DEVICE_NAME) -> Analysis:
-    bom = text.startswith("\ufeff")
     tree = parse_python(text, path)
     lines = split_lines(text.removeprefix("\ufeff"))
     aliases = collect_imports(tree)
     candidates = candidate_lines(lines, aliases)
     if not candidates:
         return Analysis(text, None, None, [], len(lines), tree)
-    source = text
-    if reduce:
-        source = ("\ufeff" if bom else "") + reduce_source(lines, tree, candidates)
+    ctx = Context(path, lines, aliases, device_name)
+    if reduce:  # the chunks, one after the other, as one module
+        parts, starts, offsets, line = [], [], [], 1
+        for offset, chunk in reduce_source(lines, tree, candidates):
+            if not chunk.endswith(("\n", "\r")):
+                chunk += "\n"
+            parts.append(chunk)
+            starts.append(line)
+            offsets.append(offset + 1 - line)
+            line += len(split_lines(chunk))
+        ctx.chunk_starts, ctx.chunk_offsets = starts, offsets
+        source = "".join(parts)
+    else:
+        source = text
     try:
         module = cst.parse_module(source)
-    except cst.ParserSyntaxError as e:
-        if source is text:
-            raise ScanError(f"{path}:{e.raw_line}: syntax error: {e.message}.") from None
-        module = cst.parse_module(text)  # pragma: no cover - the reduction never breaks syntax
-    ctx = Context(path, lines, aliases, device_name)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    wrapper.visit_batched([ContextVisitor(ctx), *(family(ctx) for family in FAMILIES)])
+    except cst.ParserSyntaxError as e:  # what ast accepts but libcst does not
+        raise ScanError(f"{path}:{ctx.file_line(e.raw_line)}: syntax error: {e.message}.") from None
+    families = [family(ctx) for family in FAMILIES]
+    ctx.positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    module.visit(Dispatcher([ContextVisitor(ctx, families), *families]))
     findings = sorted(ctx.findings, key=Finding.sort_key)
-    return Analysis(text, module, ctx, findings, len(lines), tree)
+    return Analysis(text, None if reduce else module, ctx, findings, len(lines), tree)
