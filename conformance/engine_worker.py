@@ -41,6 +41,12 @@ def _suite(name: str, ctx: WorkerContext) -> Any:
     return module
 
 
+def prepare_suites(ctx: WorkerContext, suites: tuple[str, ...]) -> None:
+    """Prepare each suite once, before the first item, so no item's time limit pays for it."""
+    for suite in suites:
+        _suite(suite, ctx)
+
+
 def run_one(item: WorkItem, ctx: WorkerContext) -> Result:
     """Run one item; a bug in a suite becomes an ERROR result naming it, never a dead worker."""
     started = time.perf_counter()

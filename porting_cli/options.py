@@ -127,3 +127,24 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     if failing_statuses and any(r.status in failing_statuses for r in results):
         return 1
     return 0
+
+
+def executor_options(func):
+    """--executor and --ray-address: where a suite command's items run (conformance.engine.EXECUTORS)."""
+    func = click.option(
+        "--ray-address", default=None, metavar="ADDR",
+        help="Ray cluster to join: 'auto' (the cluster this host joined with `ray start`), HOST:PORT or "
+        "ray://HOST:PORT; implies --executor ray. Default: a private local Ray instance with --jobs CPUs.",
+    )(func)
+    return click.option(
+        "--executor", type=click.Choice(["local", "ray"]), default=None,
+        help="local (default): worker processes on this machine; ray: Ray actors, one per device of the "
+        "cluster (needs the ray extra).",
+    )(func)
+
+
+def executor_settings(executor: str | None, ray_address: str | None) -> dict:
+    """RunConfig fields for --executor/--ray-address."""
+    if ray_address and executor == "local":
+        raise click.UsageError("--ray-address applies only to --executor ray.")
+    return {"executor": executor or ("ray" if ray_address else "local"), "ray_address": ray_address or None}

@@ -7,7 +7,7 @@ import json
 import click
 
 from porting_cli.options import (
-    db_option, device_option, engine_options, format_option, sim_profile_option, split_list,
+    db_option, device_option, engine_options, executor_options, format_option, sim_profile_option, split_list,
 )
 
 SUITE = "model"
@@ -34,9 +34,10 @@ SUITE = "model"
               "and show its build status.")
 @format_option("table", "json")
 @engine_options(default_timeout=300.0)
+@executor_options
 def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_backend, grad, generate, attn,
             no_divergence, list_only, check_build, fmt, jobs, timeout_s, seed, resume, junit_path, fail_on,
-            strict_fallback) -> int:
+            strict_fallback, executor, ray_address) -> int:
     """Build tiny Transformers models from their default configs and run them on a device:
     logits (and with --grad gradients, with --generate greedy tokens) against CPU.
 
@@ -53,7 +54,7 @@ def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_b
         return 0
     from op_db.errors import InputError
     from op_db.store import Store
-    from porting_cli.options import fail_statuses, resolve_device, run_and_report
+    from porting_cli.options import executor_settings, fail_statuses, resolve_device, run_and_report
 
     failing = fail_statuses(fail_on, strict_fallback)
     store = Store.open(db_path)
@@ -70,7 +71,7 @@ def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_b
                  "divergence": not no_divergence, "seed": seed, "compile_backend": compile_backend}
         adapter, device_string = resolve_device(device, sim_profile)
     items = plan(saved["archs"], saved["tasks"], saved["dtypes"], saved["modes"], saved["grad"], saved["generate"])
-    config = _config(adapter, device_string, saved, jobs, timeout_s)
+    config = _config(adapter, device_string, saved, jobs, timeout_s).with_(**executor_settings(executor, ray_address))
     if resume is not None:
         done = store.stored_items(run_id)
         items = [item for item in items if item not in done]

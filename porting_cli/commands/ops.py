@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from porting_cli.options import db_option, device_option, sim_profile_option, split_list
+from porting_cli.options import db_option, device_option, executor_options, sim_profile_option, split_list
 
 EXIT_INTERRUPTED = 130
 
@@ -33,8 +33,10 @@ EXIT_INTERRUPTED = 130
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), default=None, help="Write JUnit XML here.")
 @click.option("--fail-on", "fail_on", default=None, help="Exit 1 if any item has one of these statuses (e.g. MISMATCH,ERROR,CRASH).")
 @click.option("--strict-fallback", is_flag=True, help="Count FALLBACK as a failure (for --fail-on and JUnit).")
+@executor_options
 def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, compile_backend, shard, max_samples,
-            reference_inputs, jobs, timeout_s, seed, resume, junit_path, fail_on, strict_fallback) -> int:
+            reference_inputs, jobs, timeout_s, seed, resume, junit_path, fail_on, strict_fallback,
+            executor, ray_address) -> int:
     """Run OpInfo ops on a device and compare every sample with CPU.
 
     \b
@@ -47,7 +49,7 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
     from conformance.planning import PlanOptions, parse_dtypes, parse_shard, plan
     from op_db.records import FAILING, Status
     from op_db.store import Store
-    from porting_cli.options import resolve_device
+    from porting_cli.options import executor_settings, resolve_device
 
     fail_statuses = {Status.parse(s) for s in split_list(fail_on)}
     if strict_fallback:
@@ -75,7 +77,8 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
     config = RunConfig(backend=adapter.name, device=device_string, mode=plan_options.mode,
                        compile_backend=compile_backend, jobs=jobs, timeout_s=timeout_s, seed=seed,
                        max_samples=max_samples, reference_inputs=reference_inputs,
-                       sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None)
+                       sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None,
+                       **executor_settings(executor, ray_address))
     items = plan(plan_options, adapter.device_type)
     if resume is not None:
         done = store.stored_items(run_id)
