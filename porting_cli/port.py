@@ -192,11 +192,19 @@ def build_report(script: str, scan: Any, patch: str, trace: Any = None, *, predi
     if trace is not None:
         runtime = runtime_dict(trace, max_steps, max_seconds, prediction.source if prediction else None, reach)
     verdict, reasons = decide(findings, ops, runtime)
-    remapped = sorted(trace.remapped, key=lambda r: (r["site"] or "~", r["what"])) if trace is not None else []
+    remapped = sorted(trace.remapped, key=lambda r: _site_key(r["site"]) + (r["what"],)) if trace is not None else []
     rules = {f["rule"]: dataclasses.asdict(RULES_BY_ID[f["rule"]]) for f in findings if f["rule"] in RULES_BY_ID}
     return PortReport(script=script, verdict=verdict, reasons=reasons,
                       effort=effort_estimate(scan.effort, findings, ops), findings=findings, ops=ops,
                       remapped=remapped, patch=patch, runtime=runtime, rules=rules)
+
+
+def _site_key(site: str | None) -> tuple[str, int]:
+    """Order 'path:line' sites by path, then line as a number; library code last."""
+    if not site:
+        return ("\uffff", 0)
+    path, _, line = site.rpartition(":")
+    return (path, int(line)) if line.isdigit() else (site, 0)
 
 
 def exit_code(verdict: str, fail_on: str | None) -> int:

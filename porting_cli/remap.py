@@ -232,6 +232,9 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
             device = target
         original_default(device)
 
+    def seed_default_generator(seed: int) -> None:
+        torch.default_generator.manual_seed(int(seed))
+
     memory = _target_call(module, "memory_allocated", lambda *a, **k: 0)
     cuda_functions: dict[str, Callable[..., Any]] = {
         "is_available": lambda: True,
@@ -239,8 +242,9 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
         "current_device": lambda: index,
         "set_device": lambda device: None,
         "synchronize": lambda device=None: adapter.synchronize(),
-        "manual_seed": _target_call(module, "manual_seed", torch.manual_seed),
-        "manual_seed_all": _target_call(module, "manual_seed_all", torch.manual_seed),
+        # Not torch.manual_seed as the default: it calls torch.cuda.manual_seed_all itself.
+        "manual_seed": _target_call(module, "manual_seed", seed_default_generator),
+        "manual_seed_all": _target_call(module, "manual_seed_all", seed_default_generator),
         "empty_cache": lambda: adapter.empty_cache(),
         "memory_allocated": memory,
         "max_memory_allocated": _target_call(module, "max_memory_allocated", memory),

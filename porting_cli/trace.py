@@ -143,7 +143,7 @@ def _wait(proc: subprocess.Popen, records: str, max_seconds: float | None) -> bo
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
-        if started_at is None and _has_started(records):
+        if started_at is None and _has_started(records):  # the child's clock starts a little later
             started_at = now
         if started_at is None:
             deadline = setup_deadline

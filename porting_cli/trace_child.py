@@ -206,12 +206,12 @@ def main(config_path: str) -> int:
         recorder.snapshot()
 
     hook, _ = install_step_limit(int(config.get("max_steps") or 0), on_step)
-    started = time.monotonic()
-    arm_time_limit(config.get("max_seconds"))
     stopped: BaseException | None = None
     script_globals: dict[str, Any] = {}
     try:
         with adapter.track_fallbacks() as fallbacks, remap_cuda(target, log, adapter) as notes:
+            started = time.monotonic()  # the budget is the script's: set-up above is not counted
+            arm_time_limit(config.get("max_seconds"))
             with recorder:
                 script_globals, stopped = run_script(script, list(config.get("args") or []))
             for note in notes:
