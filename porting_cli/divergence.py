@@ -35,6 +35,11 @@ def _call(model: torch.nn.Module, inputs: Any) -> Any:
     return model(inputs)
 
 
+def _tensor_leaves(output: Any) -> list[torch.Tensor]:
+    """The tensors of a model output; caches and other objects (DynamicCache) are not results."""
+    return [leaf for leaf in pytree.tree_leaves(output) if isinstance(leaf, torch.Tensor)]
+
+
 def first_divergence(model: torch.nn.Module, inputs: Any, target: str) -> dict[str, Any]:
     """{"status": PASS|MISMATCH, errors, and the first divergent module on a mismatch}."""
     if not isinstance(model, torch.nn.Module):
@@ -44,7 +49,7 @@ def first_divergence(model: torch.nn.Module, inputs: Any, target: str) -> dict[s
     ref_in, dev_in, hi_in = _moved(inputs, "cpu"), _moved(inputs, target), _moved(inputs, "cpu", True)
     with torch.no_grad():
         dev_out, ref_out, hi_out = _call(dev_model, dev_in), _call(ref_model, ref_in), _call(hi_model, hi_in)
-        result = compare(dev_out, ref_out, hi_out)
+        result = compare(_tensor_leaves(dev_out), _tensor_leaves(ref_out), _tensor_leaves(hi_out))
         found = {
             "status": "PASS" if result.ok else "MISMATCH",
             "reason": result.reason,

@@ -147,6 +147,7 @@ class DeviceRemapMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         name = getattr(func, "__name__", str(func))
+        name = "Module.to" if name == "_parse_to" else name  # nn.Module.to parses its device here
         if func is torch.Tensor.cuda:
             self.log(f"Tensor.cuda() -> .to({self.target!r})")
             return args[0].to(self.target, non_blocking=bool(kwargs.get("non_blocking", False)))
