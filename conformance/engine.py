@@ -33,6 +33,7 @@ from op_db.records import Result, Status, WorkItem
 # Executor name -> "module:Class"; loaded only when used.
 EXECUTORS = {
     "local": "conformance.engine:LocalExecutor",
+    "inline": "conformance.engine:InlineExecutor",
     "ray": "conformance.engine_ray:RayExecutor",
 }
 MAX_BATCH = 8
@@ -155,6 +156,18 @@ def _progress_bar(total: int):
     import click
 
     return click.progressbar(length=total, label="items", file=sys.stderr, show_pos=True, show_eta=True)
+
+
+class InlineExecutor(Executor):
+    """Runs items in this process, one after another: no isolation from crashes or hangs.
+    For debugging a suite and for tests that do not exercise isolation."""
+
+    def execute(self, items: Sequence[WorkItem], config: RunConfig, emit: Callable[[Result], None]) -> None:
+        from conformance.engine_worker import init_worker, run_one
+
+        ctx = init_worker(config)
+        for item in items:
+            emit(run_one(item, ctx))
 
 
 # -- the local process pool -----------------------------------------------------

@@ -1,0 +1,147 @@
+"""The OpInfo suite, item by item, in this process on the sim device (profiles inject faults)."""
+
+from pathlib import Path
+
+import pytest
+
+import conformance.sim as sim
+from conformance.config import RunConfig
+from conformance.engine_worker import init_worker, run_one
+from op_db.records import Status, WorkItem
+
+PROFILES = Path(__file__).parent / "profiles"
+
+# A cross-section of op families: elementwise, reductions, linear algebra, nn, shape,
+# indexing, sorting, random and undefined-output ops.
+REPRESENTATIVE_OPS = [
+    "abs", "add", "sub", "mul", "div.no_rounding_mode", "exp", "log", "sin", "cos", "tanh",
+    "sigmoid", "sqrt", "rsqrt", "neg", "pow", "clamp", "maximum", "minimum", "where", "sum",
+    "mean", "amax", "argmax", "cumsum", "matmul", "mm", "bmm", "addmm", "nn.functional.relu",
+    "nn.functional.gelu", "nn.functional.silu", "softmax", "log_softmax", "nn.functional.layer_norm",
+    "nn.functional.linear", "nn.functional.conv2d", "nn.functional.embedding", "cat", "stack",
+    "reshape", "transpose", "permute", "index_select", "gather", "topk", "sort", "masked_fill",
+    "tril", "flip", "nn.functional.dropout", "bernoulli", "normal", "empty", "empty_like",
+]
+
+
+@pytest.fixture(scope="module")
+def sim_ctx():
+    ctx = init_worker(RunConfig(backend="sim", device="sim", max_samples=3))
+    yield ctx
+    sim.set_profile(None)
+
+
+@pytest.fixture
+def profile():
+    """Activate a profile from tests/conformance/profiles by name for one test."""
+    def activate(name):
+        sim.set_profile(sim.load_profile(PROFILES / f"{name}.json"))
+    yield activate
+    sim.set_profile(None)
+
+
+def run(ctx, subject, dtype="float32", variant="forward"):
+    return run_one(WorkItem("opinfo", subject, variant, dtype, "eager"), ctx)
+
+
+def test_scale_fault_in_bf16_mismatches_only_bf16(sim_ctx, profile):
+    profile("scale_mul_bf16")
+    bf16 = run(sim_ctx, "mul", "bfloat16")
+    fp32 = run(sim_ctx, "mul", "float32")
+    assert bf16.status is Status.MISMATCH
+    assert bf16.failing_op == "aten.mul.Tensor"
+    assert bf16.first_failure.startswith("sample ") and "bf16[" in bf16.first_failure
+    assert bf16.samples_passed < bf16.samples
+    assert fp32.status is Status.PASS and fp32.samples == fp32.samples_passed > 0
+    assert fp32.aten_ops.get("aten.mul.Tensor", 0) > 0
+
+
+def test_scale_fault_shows_in_gradients(sim_ctx, profile):
+    profile("scale_mul_bf16")
+    assert run(sim_ctx, "mul", "bfloat16", "backward").status is Status.MISMATCH
+    assert run(sim_ctx, "mul", "float32", "backward").status is Status.PASS
+
+
+def test_nan_fault_is_a_mismatch(sim_ctx, profile):
+    profile("nan_exp")
+    result = run(sim_ctx, "exp")
+    assert result.status is Status.MISMATCH
+    assert "NaN" in result.message
+    assert result.check == "numerics"
+
+
+def test_unsupported_op_names_the_failing_op(sim_ctx, profile):
+    profile("unsupported_sort")
+    result = run(sim_ctx, "sort")
+    assert result.status is Status.UNSUPPORTED
+    assert result.failing_op.startswith("aten.sort.")
+    assert "Could not run" in result.message
+
+
+def test_cpu_fallback_gives_fallback(sim_ctx, profile):
+    profile("fallback_median")
+    result = run(sim_ctx, "median")
+    assert result.status is Status.FALLBACK
+    assert any(op.startswith("aten.median.") for op in result.fallback_ops)
+    assert result.samples == result.samples_passed > 0
+
+
+def test_fault_free_profile_passes_representative_ops(sim_ctx, profile):
+    profile("fault_free")
+    assert len(REPRESENTATIVE_OPS) >= 40
+    results = [run(sim_ctx, name) for name in REPRESENTATIVE_OPS]
+    bad = {r.subject: (r.status.value, r.message) for r in results if r.status in (Status.MISMATCH, Status.ERROR)}
+    assert bad == {}
+    assert all(r.status is Status.PASS for r in results), [(r.subject, r.status) for r in results if r.status is not Status.PASS]
+
+
+def test_undefined_and_random_outputs_name_their_check(sim_ctx):
+    assert run(sim_ctx, "empty").check == "shape-dtype-device"
+    assert run(sim_ctx, "mul").check == "numerics"
+
+
+@pytest.mark.parametrize("offset, status", [(0.01, Status.PASS), (1000.0, Status.MISMATCH)])
+def test_random_op_values_off_the_cpu_stream_are_range_checked(sim_ctx, offset, status):
+    # A real device draws other random numbers than the CPU; a small offset stands in for that,
+    # a huge one for a broken generator.
+    sim.set_profile(sim.load_profile({"name": "shifted-normal", "faults": [
+        {"op": "aten.normal.*", "kind": "offset", "value": offset}]}))
+    try:
+        result = run(sim_ctx, "normal")
+    finally:
+        sim.set_profile(None)
+    assert result.status is status
+    assert result.check == "random-range"
+
+
+def test_claims_follow_cuda_for_accelerators(sim_ctx):
+    result = run(sim_ctx, "mul", "bfloat16")
+    assert result.claimed is True
+
+
+def test_samples_are_reproducible(sim_ctx):
+    first, second = run(sim_ctx, "add"), run(sim_ctx, "add")
+    assert (first.samples, first.max_abs_err, first.aten_ops) == (second.samples, second.max_abs_err, second.aten_ops)
+
+
+def test_unknown_op_is_skipped(sim_ctx):
+    result = run(sim_ctx, "no.such.op")
+    assert result.status is Status.SKIP
+
+
+def test_meta_device_compares_metadata_only():
+    ctx = init_worker(RunConfig(backend="meta", device="meta", max_samples=2))
+    result = run_one(WorkItem("opinfo", "add", "forward", "float32", "eager"), ctx)
+    assert result.status is Status.PASS
+    assert result.check == "shape-dtype-device"
+    nonzero = run_one(WorkItem("opinfo", "nonzero", "forward", "float32", "eager"), ctx)
+    assert nonzero.status is Status.UNSUPPORTED
+
+
+@pytest.mark.slow
+def test_compile_mode_on_cpu_with_inductor():
+    ctx = init_worker(RunConfig(backend="cpu", device="cpu", mode="compile", max_samples=1))
+    for subject in ("add", "abs"):
+        result = run_one(WorkItem("opinfo", subject, "forward", "float32", "compile"), ctx)
+        assert result.status is Status.PASS, result.message
+        assert result.extra["compile_backend"] == "inductor"
