@@ -1,0 +1,106 @@
+"""The Ray executor on a local 2-CPU Ray instance with the sim device: the same statuses as
+the local pool for one faulty plan (stored through run_items as they finish), a crash
+contained to its item, a hang cut off as TIMEOUT.
+
+Ray starts once for the module (it is slow to start); every run reuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'neuron-check[ray]'")
+
+from conformance.config import RunConfig  # noqa: E402
+from conformance.engine import run_items  # noqa: E402
+from conformance.engine_ray import RayExecutor  # noqa: E402
+from conformance.planning import PlanOptions, plan  # noqa: E402
+from op_db.errors import InputError  # noqa: E402
+from op_db.records import Status  # noqa: E402
+from op_db.store import Store  # noqa: E402
+
+HANG_LIMIT_S = 5.0
+# One item per outcome the engine must carry across: the sim profile injects each fault.
+FAULTS = {
+    "name": "ray-executor-test",
+    "unsupported_ops": ["aten.cumprod.default"],
+    "fallback_ops": ["aten.median.default"],
+    "faults": [
+        {"op": "aten.mul.Tensor", "kind": "scale", "value": 1.5},
+        {"op": "aten.tanh.default", "kind": "raise", "value": "tanh is broken on this device"},
+        {"op": "aten.atan2.default", "kind": "crash"},
+        {"op": "aten.erfinv.default", "kind": "hang"},
+    ],
+}
+EXPECTED = {
+    "abs": Status.PASS, "add": Status.PASS, "mul": Status.MISMATCH, "cumprod": Status.UNSUPPORTED,
+    "median": Status.FALLBACK, "tanh": Status.ERROR, "atan2": Status.CRASH, "erfinv": Status.TIMEOUT,
+}
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """A private local Ray instance with 2 CPUs, quiet and on loopback, for the whole module."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                 namespace="neuron-check-tests", _node_ip_address="127.0.0.1")
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def fault_runs(ray_instance, tmp_path_factory):
+    """The faulty plan run once by each executor through run_items into a store:
+    {executor: {op name: Result}}, plus "ray-run", the stored run row of the Ray run."""
+    folder = tmp_path_factory.mktemp("ray")
+    profile = folder / "faults.json"
+    profile.write_text(json.dumps(FAULTS))
+    items = plan(PlanOptions(ops=tuple(EXPECTED), dtypes=("float32",)), "sim")
+    assert {item.subject for item in items} == set(EXPECTED)
+    runs = {}
+    with Store.open(folder / "runs.db") as store:
+        for executor in ("local", "ray"):
+            config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=HANG_LIMIT_S, max_samples=2,
+                               sim_profile=str(profile), executor=executor)
+            run_id = store.create_run(backend="sim", device="sim", options={"executor": executor})
+            summary = run_items(items, config, store, run_id, progress=False)
+            results = store.results(run_id)
+            assert summary.done == len(results) == len(items), f"{executor}: one stored result per item"
+            runs[executor] = {r.subject: r for r in results}
+            runs[f"{executor}-run"] = store.run(run_id)
+    return runs
+
+
+def test_ray_gives_the_local_statuses(fault_runs):
+    assert {op: r.status for op, r in fault_runs["ray"].items()} == EXPECTED
+    assert {op: r.status for op, r in fault_runs["local"].items()} == EXPECTED
+    assert fault_runs["ray-run"]["status"] == "finished"
+
+
+def test_crash_is_contained_to_its_item(fault_runs):
+    crashed = fault_runs["ray"]["atan2"]
+    assert crashed.status is Status.CRASH
+    assert "Ray actor died" in crashed.message
+    # The items after the crash ran on a live actor and kept their own outcomes.
+    assert fault_runs["ray"]["tanh"].message.endswith("tanh is broken on this device")
+    assert sum(r.status is Status.CRASH for r in fault_runs["ray"].values()) == 1
+
+
+def test_hang_becomes_timeout(fault_runs):
+    hung = fault_runs["ray"]["erfinv"]
+    assert hung.status is Status.TIMEOUT
+    assert f"{HANG_LIMIT_S:g} s limit" in hung.message
+    assert hung.duration_s >= HANG_LIMIT_S
+
+
+def test_cluster_without_the_device_resource_is_refused(ray_instance):
+    items = plan(PlanOptions(ops=("abs",), dtypes=("float32",)), "sim")
+    config = RunConfig(backend="neuron", device="neuron", executor="ray")
+    with pytest.raises(InputError, match="neuron_cores"):
+        RayExecutor().execute(items, config, lambda result: None)
