@@ -171,10 +171,7 @@ class RayExecutor(Executor):
         try:
             capacity = actor_capacity(ray.cluster_resources(), resources)
             if capacity < 1:
-                missing = ", ".join(f"{name} {amount:g}" for name, amount in resources.items())
-                raise InputError(f"the Ray cluster has no room for one {config.backend} actor ({missing}); start its "
-                                 f"workers with the device's resource, e.g. ray start --resources "
-                                 f"'{{\"neuron_cores\": 32}}'.")
+                raise InputError(_no_room(config.backend, resources))
             suites = tuple(sorted({item.suite for item in items}))
             pool = _ActorPool(ray, config, resources, suites, started_here)
             pool.run(items, emit, size=min(capacity, len(items)))
@@ -185,7 +182,21 @@ class RayExecutor(Executor):
                 ray.shutdown()
 
 
+def _no_room(backend: str, resources: dict[str, float]) -> str:
+    wanted = ", ".join(f"{name} {amount:g}" for name, amount in resources.items())
+    device = next((name for name in resources if name != "CPU"), None)
+    if device == "GPU":
+        hint = "start its workers on hosts with GPUs (ray start --num-gpus N)"
+    elif device is not None:
+        hint = f"start its workers with ray start --resources '{{\"{device}\": N}}'"
+    else:
+        hint = "start workers with CPUs"
+    return f"the Ray cluster has no room for one {backend} actor ({wanted}); {hint}."
+
+
 class _ActorPool:
+    """The driver's loop: hand each ready actor one item, collect results, replace lost actors."""
+
     def __init__(self, ray: Any, config: RunConfig, resources: dict[str, float], suites: tuple[str, ...],
                  started_here: bool) -> None:
         self.ray = ray
@@ -196,6 +207,9 @@ class _ActorPool:
         self.actor_class = ray.remote(DeviceActor).options(max_restarts=0, max_task_retries=0, **options)
         self.actor_config = actor_config(config, resources)
         self.slots: list[_Slot] = []
+        self.pending: collections.deque[int] = collections.deque()
+        self.remaining = 0
+        self.start_failures = 0
 
     def _start(self) -> _Slot:
         actor = self.actor_class.remote(self.actor_config, self.suites)
@@ -207,16 +221,13 @@ class _ActorPool:
         self.slots = []
 
     def run(self, items: Sequence[WorkItem], emit: Callable[[Result], None], size: int) -> None:
-        from ray.exceptions import RayActorError, RayError
-
-        pending = collections.deque(range(len(items)))
-        remaining = len(items)
-        start_failures = 0
+        self.pending = collections.deque(range(len(items)))
+        self.remaining = len(items)
         self.slots = [self._start() for _ in range(size)]
-        while remaining:
+        while self.remaining:
             for slot in self.slots:
-                if slot.ready and slot.index is None and pending:
-                    slot.index, slot.started_at = pending.popleft(), time.monotonic()
+                if slot.ready and slot.index is None and self.pending:
+                    slot.index, slot.started_at = self.pending.popleft(), time.monotonic()
                     slot.ref = slot.actor.run.remote(items[slot.index])
             refs = [slot.ref for slot in self.slots if slot.ref is not None]
             if not refs:  # cannot happen while items remain; never spin on nothing
@@ -225,53 +236,58 @@ class _ActorPool:
             finished, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
             finished = set(finished)
             for slot in list(self.slots):
-                lost: Result | None = None
                 if slot.ref in finished:
-                    try:
-                        value = self.ray.get(slot.ref)
-                    except RayActorError as exc:
-                        if not slot.ready:
-                            start_failures += 1
-                            if exc.actor_init_failed or start_failures >= MAX_START_FAILURES:
-                                raise EngineError(f"the Ray actors cannot start the backend: {_gist(exc)}") from None
-                        else:
-                            lost = self._lost(slot, items, Status.CRASH,
-                                              f"the Ray actor died while running this item: {_gist(exc)}")
-                    except RayError as exc:  # the call failed but the actor lives (e.g. an unpicklable result)
-                        emit(Result.for_item(items[slot.index], Status.ERROR, duration_s=self._elapsed(slot),
-                                             message=shorten(f"the Ray call failed: {exc}")))
-                        remaining -= 1
-                        slot.ref, slot.index = None, None
-                        continue
-                    else:
-                        if not slot.ready:
-                            slot.ready, slot.ref = True, None
-                            continue
-                        start_failures = 0
-                        emit(value)
-                        remaining -= 1
-                        slot.ref, slot.index = None, None
-                        continue
-                elif slot.index is not None and self._elapsed(slot) > self.config.timeout_s:
-                    lost = self._lost(slot, items, Status.TIMEOUT, f"the item ran longer than the "
-                                      f"{self.config.timeout_s:g} s limit; its Ray actor was killed.")
-                else:
-                    continue
-                # The actor is dead or killed: report its item, replace it while work is left.
-                if lost is not None:
-                    emit(lost)
-                    remaining -= 1
-                self.ray.kill(slot.actor, no_restart=True)
-                self.slots.remove(slot)
-                if pending:
-                    self.slots.append(self._start())
+                    self._collect(slot, items, emit)
+                elif slot.index is not None and _elapsed(slot) > self.config.timeout_s:
+                    self._give_up(slot, items[slot.index], emit, Status.TIMEOUT, f"the item ran longer than the "
+                                  f"{self.config.timeout_s:g} s limit; its Ray actor was killed.")
 
-    @staticmethod
-    def _elapsed(slot: _Slot) -> float:
-        return time.monotonic() - slot.started_at
+    def _collect(self, slot: _Slot, items: Sequence[WorkItem], emit: Callable[[Result], None]) -> None:
+        """Take the answer of the call `slot` waited on: ready, a Result, or a dead actor."""
+        from ray.exceptions import RayActorError, RayError
 
-    def _lost(self, slot: _Slot, items: Sequence[WorkItem], status: Status, message: str) -> Result:
-        return Result.for_item(items[slot.index], status, message=message, duration_s=self._elapsed(slot))
+        try:
+            value = self.ray.get(slot.ref)
+        except RayActorError as exc:
+            if not slot.ready:
+                self.start_failures += 1
+                if exc.actor_init_failed or self.start_failures >= MAX_START_FAILURES:
+                    raise EngineError(f"the Ray actors cannot start the backend: {_gist(exc)}") from None
+                self._replace(slot)
+            else:
+                self._give_up(slot, items[slot.index], emit, Status.CRASH,
+                              f"the Ray actor died while running this item: {_gist(exc)}")
+            return
+        except RayError as exc:  # the call failed but the actor lives (e.g. an unpicklable result)
+            if not slot.ready:
+                raise EngineError(f"the Ray actors cannot start the backend: {_gist(exc)}") from None
+            value = Result.for_item(items[slot.index], Status.ERROR, duration_s=_elapsed(slot),
+                                    message=shorten(f"the Ray call failed: {exc}"))
+        if not slot.ready:
+            slot.ready, slot.ref = True, None
+            return
+        self.start_failures = 0
+        slot.ref, slot.index = None, None
+        self.remaining -= 1
+        emit(value)
+
+    def _give_up(self, slot: _Slot, item: WorkItem, emit: Callable[[Result], None], status: Status,
+                 message: str) -> None:
+        """CRASH or TIMEOUT for the item a lost actor held; the actor is replaced."""
+        result = Result.for_item(item, status, message=message, duration_s=_elapsed(slot))
+        self._replace(slot)
+        self.remaining -= 1
+        emit(result)
+
+    def _replace(self, slot: _Slot) -> None:
+        self.ray.kill(slot.actor, no_restart=True)
+        self.slots.remove(slot)
+        if self.pending:
+            self.slots.append(self._start())
+
+
+def _elapsed(slot: _Slot) -> float:
+    return time.monotonic() - slot.started_at
 
 
 def _gist(exc: BaseException) -> str:
