@@ -12,9 +12,14 @@ from torch.utils._pytree import tree_map
 
 from .faults import DEVICE
 
+# CUDA's lower-precision list (aten/src/ATen/autocast_mode.cpp), as far as these ops exist.
 LOWER_PRECISION_OPS = (
-    "mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear",
+    "mm", "addmm", "addmv", "addr", "mv", "bmm", "baddbmm", "addbmm", "matmul", "linear",
+    "einsum", "chain_matmul", "linalg_multi_dot", "linalg_vecdot", "prelu",
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "convolution", "_convolution", "conv_tbc",
+    "scaled_dot_product_attention",
+    "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
 )
 
 _KEY = "AutocastPrivateUse1"
@@ -50,6 +55,8 @@ def install() -> None:
     fallthrough.fallback(torch.library.fallthrough_kernel, dispatch_key=_KEY)
     policy = torch.library.Library("aten", "IMPL")
     for packet in LOWER_PRECISION_OPS:
+        if not hasattr(torch.ops.aten, packet):
+            continue
         for overload in getattr(torch.ops.aten, packet).overloads():
             name = packet if overload == "default" else f"{packet}.{overload}"
             if "out" in overload:

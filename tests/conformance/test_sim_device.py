@@ -175,3 +175,12 @@ def test_autocast(sim_device):
     y.float().sum().backward()
     assert model.weight.grad.dtype == torch.float32 and model.weight.grad.device.type == "sim"
     assert model(x).dtype == torch.float32
+
+
+def test_autocast_casts_attention_inputs_like_cuda(sim_device):
+    # Transformers' sdpa path feeds float32 q/k (after rotary) and a bf16 v (from a linear).
+    q = torch.randn(1, 2, 4, 8, device="sim")
+    v = torch.randn(1, 2, 4, 8, device="sim").bfloat16()
+    with torch.autocast("sim", dtype=torch.bfloat16):
+        out = torch.nn.functional.scaled_dot_product_attention(q, q, v)
+    assert out.dtype == torch.bfloat16 and out.device.type == "sim"
