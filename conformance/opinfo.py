@@ -86,6 +86,10 @@ class _ItemRun:
             return Result.for_item(item, Status.REF_ERROR, message=shorten(f"making samples: {describe_exception(exc)}"), **base)
         if not samples:
             return Result.for_item(item, Status.SKIP, message=f"OpInfo has no {'differentiable ' if self.backward else ''}samples for {item.dtype}.", **base)
+        # Seed CPU and device once per item: the reference and the device run draw the same
+        # amounts, so their streams stay in step sample after sample. (Seeding per sample
+        # costs milliseconds each: torch.manual_seed queues lazy-init calls for every backend.)
+        ctx.adapter.manual_seed(ctx.config.seed)
 
         ran = passed = ref_errors = 0
         status, first_failure, message, failing_op = None, None, None, None
@@ -141,7 +145,7 @@ class _ItemRun:
         return "random-range" if "random-range" in self.checks else "numerics"
 
     def _samples(self) -> list[Any]:
-        torch.manual_seed(self.ctx.config.seed)
+        torch.default_generator.manual_seed(self.ctx.config.seed)  # not torch.manual_seed: see _run_sample
         maker = self.op.reference_inputs if self.ctx.config.reference_inputs else self.op.sample_inputs
         samples = maker("cpu", self.dtype, requires_grad=self.backward, set_seed=False)
         limit = self.ctx.config.max_samples
@@ -175,7 +179,6 @@ class _ItemRun:
         hi_sample = chk.to_oracle(sample, self.dtype, hi_dtype) if hi_dtype is not None else None
         cotangents: list[torch.Tensor] | None = None
         try:
-            torch.manual_seed(seed)
             ref = self._call(self.op, sample)
             if self.backward:
                 outs = chk.differentiable_outputs(ref)
@@ -192,7 +195,6 @@ class _ItemRun:
         try:
             with self._recorder() as recorder, self.ctx.adapter.track_fallbacks() as tracker:
                 try:
-                    self.ctx.adapter.manual_seed(seed)
                     dev = self._call(self.device_fn, dev_sample)
                     if self.backward:
                         dev = self._grads(dev, dev_sample, cotangents)
@@ -238,9 +240,10 @@ class _ItemRun:
 
     def _oracle(self, hi_sample: Any, cotangents: list[torch.Tensor] | None) -> Any:
         try:
-            torch.manual_seed(self.ctx.config.seed)
-            hi = self._call(self.op, hi_sample)
-            return self._grads(hi, hi_sample, cotangents) if self.backward else hi
+            with torch.random.fork_rng(devices=[]):  # keep the CPU stream in step with the device's
+                torch.default_generator.manual_seed(self.ctx.config.seed)
+                hi = self._call(self.op, hi_sample)
+                return self._grads(hi, hi_sample, cotangents) if self.backward else hi
         except Exception:
             return None  # no oracle: the rule falls back to the plain tolerance check
 
@@ -266,9 +269,10 @@ class _ItemRun:
         if self.kind != "deterministic" or self.backward:
             return False
         try:
-            sample = self._samples()[index]
-            torch.manual_seed(self.ctx.config.seed + RANDOMNESS_PROBE_SEED_OFFSET)
-            again = self._call(self.op, sample)
+            with torch.random.fork_rng(devices=[]):
+                sample = self._samples()[index]
+                torch.default_generator.manual_seed(self.ctx.config.seed + RANDOMNESS_PROBE_SEED_OFFSET)
+                again = self._call(self.op, sample)
         except Exception:
             return False
         if compare(again, ref).ok:

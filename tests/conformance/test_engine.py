@@ -144,3 +144,28 @@ def test_resume_after_parent_sigkill_loses_and_duplicates_nothing(tmp_path):
     for result in after:
         if result.item in before:  # stored items were not run again
             assert result.duration_s == before[result.item].duration_s
+
+
+class _InterruptedAfter(InlineExecutor):
+    """Runs items inline and raises KeyboardInterrupt (a Ctrl-C) after `n` results."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def execute(self, items, config, emit):
+        def emit_then_stop(result):
+            emit(result)
+            self.n -= 1
+            if self.n == 0:
+                raise KeyboardInterrupt
+        super().execute(items, config, emit_then_stop)
+
+
+def test_ctrl_c_keeps_finished_items_and_marks_the_run_interrupted(tmp_path):
+    config = RunConfig(backend="sim", device="sim", max_samples=1)
+    store, run_id = new_run(tmp_path, config)
+    summary = run_items(items("add", "sub", "mul", "abs"), config, store, run_id, progress=False,
+                        executor=_InterruptedAfter(2))
+    assert summary.interrupted and summary.done == 2
+    assert store.run(run_id)["status"] == "interrupted"
+    assert {r.subject for r in store.results(run_id)} == {"add", "sub"}
