@@ -198,6 +198,8 @@ def _run(func, args, kwargs):
     if seeded:
         with _sim_rng():
             out = func(*cargs, **ckwargs)
+    elif name in _ACCELERATOR_KERNELS:
+        out = _ACCELERATOR_KERNELS[name](func, cargs, ckwargs)
     else:
         out = func(*cargs, **ckwargs)
 
@@ -229,6 +231,19 @@ def _run(func, args, kwargs):
                 continue
         wrapped.append(_wrap(o, func) if to_sim else o)
     return wrapped[0] if single else tuple(wrapped)
+
+
+def _histc_any_dtype(func, args, kwargs):
+    x = args[0]
+    if x.is_floating_point():
+        return func(*args, **kwargs)
+    return func(x.double(), *args[1:], **kwargs).to(x.dtype)
+
+
+# Ops whose CPU kernel lacks dtypes that accelerator kernels have, and that real
+# code relies on: Transformers' grouped-matmul MoE path calls histc on int32
+# tensors on every non-CPU device (CUDA's histc takes integers).
+_ACCELERATOR_KERNELS = {"aten.histc.default": _histc_any_dtype}
 
 
 def _wrap(x, func):

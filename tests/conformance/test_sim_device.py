@@ -184,3 +184,9 @@ def test_autocast_casts_attention_inputs_like_cuda(sim_device):
     with torch.autocast("sim", dtype=torch.bfloat16):
         out = torch.nn.functional.scaled_dot_product_attention(q, q, v)
     assert out.dtype == torch.bfloat16 and out.device.type == "sim"
+
+
+def test_histc_takes_integers_like_accelerator_kernels(sim_device):
+    counts = torch.histc(torch.tensor([0, 1, 1, 3, 3, 3], dtype=torch.int32, device="sim"), bins=4, min=0, max=3)
+    assert counts.dtype == torch.int32 and counts.device.type == "sim"
+    assert counts.cpu().tolist() == [1, 2, 0, 3]
