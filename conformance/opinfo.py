@@ -169,6 +169,7 @@ class _ItemRun:
     _last_failing_op: str | None = None
     _last_ops: dict[str, int] = {}
     _ref_message: str | None = None
+    _probed = False
 
     def _run_sample(self, index: int, sample: Any):
         """'no-grad', 'ref-error', an exception the device raised, or a Comparison."""
@@ -266,8 +267,9 @@ class _ItemRun:
 
     def _cpu_is_random(self, index: int, ref: Any) -> bool:
         """Does the CPU itself give other values under another seed? (ops not known to be random)"""
-        if self.kind != "deterministic" or self.backward:
+        if self.kind != "deterministic" or self.backward or self._probed:
             return False
+        self._probed = True  # once per item: it regenerates the samples
         try:
             with torch.random.fork_rng(devices=[]):
                 sample = self._samples()[index]

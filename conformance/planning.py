@@ -149,9 +149,14 @@ def plan_opinfo(options: PlanOptions, device_type: str) -> list[WorkItem]:
 
 
 def plan(options: PlanOptions, device_type: str) -> list[WorkItem]:
-    """OpInfo items, plus the FP8 suite's items when fp8 dtypes were asked for."""
-    items = plan_opinfo(options, device_type)
+    """OpInfo items, plus the FP8 suite's items (conformance/fp8.py) when fp8 dtypes were asked for.
+
+    `--ops` patterns that name FP8 subjects (cast, scaled_mm, ...) select those and need not
+    match an OpInfo op; without `--ops` the FP8 suite runs all its subjects.
+    """
     fp8_dtypes = [d for d in options.dtypes if d == FP8 or d.startswith("float8")]
+    opinfo_dtypes = tuple(d for d in options.dtypes if d not in fp8_dtypes)
+    opinfo_ops, fp8_subjects, fp8 = options.ops, None, None
     if fp8_dtypes:
         try:
             from conformance import fp8
@@ -159,8 +164,17 @@ def plan(options: PlanOptions, device_type: str) -> list[WorkItem]:
             fp8 = None
         if fp8 is None or not hasattr(fp8, "plan"):
             raise InputError("fp8 suite not available in this version of neuron-check.")
+        known = [str(s) for s in getattr(fp8, "SUBJECTS", ())]
+        taken = [p for p in options.ops if fnmatch.filter(known, p)]
+        if options.ops:
+            fp8_subjects = sorted({s for p in taken for s in fnmatch.filter(known, p)})
+        opinfo_ops = tuple(p for p in options.ops if p not in taken)
+    items: list[WorkItem] = []
+    if opinfo_dtypes and not (options.ops and not opinfo_ops):
+        items = plan_opinfo(dataclasses.replace(options, ops=opinfo_ops, dtypes=opinfo_dtypes), device_type)
+    if fp8 is not None and fp8_subjects != []:
         shard = parse_shard(options.shard)
-        fp8_items = fp8.plan(fp8_dtypes, mode=options.mode)
+        fp8_items = fp8.plan(fp8_dtypes, mode=options.mode, grad=options.grad, subjects=fp8_subjects)
         items.extend(i for i in fp8_items if in_shard(i, shard))
     return items
 

@@ -1,0 +1,66 @@
+"""Planning: dtype names, op patterns, variants, the FP8 hand-off and the op index cache."""
+
+import pytest
+
+from conformance import planning
+from conformance.planning import PlanOptions, parse_dtypes, plan
+from op_db.errors import InputError
+
+
+def test_dtype_aliases_and_torch_names():
+    assert parse_dtypes(["fp32", "torch.bfloat16", "half", "fp32", "int64"]) == ["float32", "bfloat16", "float16", "int64"]
+    assert parse_dtypes(None) == ["float32", "bfloat16", "float16"]
+    assert parse_dtypes(["fp8", "float8_e5m2"]) == ["fp8", "float8_e5m2"]
+
+
+def test_unknown_dtype_is_input_error():
+    with pytest.raises(InputError, match="unknown dtype"):
+        parse_dtypes(["fp33"])
+
+
+def test_names_and_globs_select_ops_and_exclude_removes_them():
+    items = plan(PlanOptions(ops=("mul", "nn.functional.relu*"), exclude=("nn.functional.relu6",), dtypes=("float32",)), "sim")
+    assert {i.subject for i in items} == {"mul", "nn.functional.relu"}
+
+
+def test_variant_names_are_full_names():
+    items = plan(PlanOptions(ops=("normal.in_place",), dtypes=("float32",)), "sim")
+    assert [i.subject for i in items] == ["normal.in_place"]
+
+
+def test_grad_adds_backward_only_for_differentiable_dtypes():
+    items = plan(PlanOptions(ops=("add",), dtypes=("float32", "int64"), grad=True), "sim")
+    assert {(i.variant, i.dtype) for i in items} == {("forward", "float32"), ("backward", "float32"), ("forward", "int64")}
+
+
+def test_dtypes_the_cpu_lacks_are_not_planned():
+    # OpInfo says linalg.inv has no bfloat16 on CPU: no item rather than a sure failure.
+    items = plan(PlanOptions(ops=("linalg.inv",), dtypes=("float32", "bfloat16")), "sim")
+    assert [i.dtype for i in items] == ["float32"]
+
+
+def test_fp8_subjects_go_to_the_fp8_suite():
+    items = plan(PlanOptions(ops=("mul", "cast"), dtypes=("float32", "fp8")), "sim")
+    assert {i.suite for i in items} == {"opinfo", "fp8"}
+    assert {i.subject for i in items if i.suite == "fp8"} == {"cast"}
+
+
+def test_shard_is_stable_and_validated():
+    with pytest.raises(InputError, match="K/N"):
+        planning.parse_shard("0/2")
+    item = plan(PlanOptions(ops=("mul",), dtypes=("float32",)), "sim")[0]
+    assert planning.in_shard(item, (1, 2)) != planning.in_shard(item, (2, 2))
+
+
+def test_plan_options_round_trip_through_run_options():
+    options = PlanOptions(ops=("mul",), exclude=("x*",), dtypes=("bfloat16",), grad=True, mode="compile", shard="1/3")
+    assert PlanOptions.from_dict(options.to_dict()) == options
+
+
+def test_op_index_cache_is_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURON_CHECK_CACHE", str(tmp_path))
+    monkeypatch.setattr(planning, "_index_memo", None)
+    first = planning.op_index()
+    assert list(tmp_path.glob("opinfo-index-*.json"))
+    monkeypatch.setattr(planning, "_index_memo", None)
+    assert planning.op_index() == first
