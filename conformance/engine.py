@@ -40,6 +40,8 @@ MAX_BATCH = 8
 POLL_S = 0.25
 # A worker that cannot even start this often in a row means the backend is broken, not an item.
 MAX_START_FAILURES = 3
+# How long a worker may take to import and initialise the backend and suites.
+START_TIMEOUT_S = 600.0
 
 
 class EngineError(NeuronCheckError):
@@ -187,6 +189,7 @@ class _Worker:
         self.batch: collections.deque[tuple[int, WorkItem]] = collections.deque()
         self.current: int | None = None
         self.started_at = 0.0
+        self.spawned_at = time.monotonic()
 
     def kill(self) -> None:
         if self.process.is_alive():
@@ -217,6 +220,8 @@ class LocalExecutor(Executor):
                     [w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=POLL_S
                 )
                 for position, worker in enumerate(workers):
+                    if not worker.ready and time.monotonic() - worker.spawned_at > START_TIMEOUT_S:
+                        raise EngineError(f"a worker did not start the backend within {START_TIMEOUT_S:g} s.")
                     dead, emitted = self._drain(worker, items, emit)
                     remaining -= emitted
                     if worker.ready and emitted:

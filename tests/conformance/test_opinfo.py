@@ -145,3 +145,17 @@ def test_compile_mode_on_cpu_with_inductor():
         result = run_one(WorkItem("opinfo", subject, "forward", "float32", "compile"), ctx)
         assert result.status is Status.PASS, result.message
         assert result.extra["compile_backend"] == "inductor"
+
+
+@pytest.mark.parametrize("exc, status", [
+    (NotImplementedError("anything"), Status.UNSUPPORTED),
+    (RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'"), Status.UNSUPPORTED),
+    (RuntimeError("Could not run 'aten::sort' with arguments from the 'sim' backend."), Status.UNSUPPORTED),
+    (TypeError("dtype float64 is not supported on the neuron backend"), Status.UNSUPPORTED),
+    (RuntimeError("shape mismatch in kernel"), Status.ERROR),
+    (ValueError("bad value"), Status.ERROR),
+])
+def test_classify_exception(exc, status):
+    from conformance.outcome import classify_exception
+
+    assert classify_exception(exc) is status
