@@ -74,6 +74,10 @@ def worker_main(conn: Any, config: RunConfig, suites: tuple[str, ...] = ()) -> N
     # OpInfo samples warn a lot; results say what matters (fallback tracking records its own).
     warnings.simplefilter("ignore")
     try:
+        import torch
+
+        # N workers with every core each would oversubscribe the CPU (OpenMP spin-waits).
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, config.jobs)))
         ctx = init_worker(config)
         for suite in suites:  # prepared before the first item, outside its time limit
             _suite(suite, ctx)

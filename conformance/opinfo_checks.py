@@ -79,10 +79,12 @@ def transform_sample(sample: Any, tensor_fn, dtype_map: dict[torch.dtype, torch.
 
 
 def to_device(sample: Any, device: str):
-    """The sample on `device`; tensors that require grad become new leaves there."""
+    """A copy of the sample on `device` (a copy even for cpu, so in-place ops cannot reach the
+    reference's inputs); tensors that require grad become new leaves there."""
     def move(t: torch.Tensor) -> torch.Tensor:
-        moved = t.detach().to(device)
-        return moved.requires_grad_(t.requires_grad) if t.requires_grad else moved
+        if not t.requires_grad:
+            return t.to(device, copy=True)
+        return t.detach().to(device, copy=True).requires_grad_(True)
     return transform_sample(sample, move, device=device)
 
 
@@ -101,6 +103,28 @@ def to_oracle(sample: Any, dtype: torch.dtype, hi: torch.dtype):
         widened = t.detach().to(hi) if t.dtype == dtype else t.detach().clone()
         return widened.requires_grad_(t.requires_grad) if t.requires_grad else widened
     return transform_sample(sample, widen, {dtype: hi})
+
+
+def tensor_versions(sample: Any) -> list[int]:
+    """In-place update counters of the sample's tensors: they move when an op writes its input."""
+    leaves = pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
+    return [t._version for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def identical(dev: Any, ref: Any) -> bool:
+    """Bitwise-equal outputs (same structure, dtypes, shapes, values; NaN makes it False)."""
+    dev_leaves, dev_spec = pytree.tree_flatten(dev)
+    ref_leaves, ref_spec = pytree.tree_flatten(ref)
+    if dev_spec != ref_spec:
+        return False
+    for d, r in zip(dev_leaves, ref_leaves):
+        if isinstance(r, torch.Tensor):
+            if not (isinstance(d, torch.Tensor) and d.dtype == r.dtype and d.shape == r.shape
+                    and d.layout == r.layout == torch.strided and torch.equal(d, r)):
+                return False
+        elif type(d) is not type(r) or d != r:
+            return False
+    return True
 
 
 def to_cpu(value: Any) -> Any:
