@@ -174,12 +174,16 @@ class _ItemRun:
     def _run_sample(self, index: int, sample: Any):
         """'no-grad', 'ref-error', an exception the device raised, or a Comparison."""
         seed = self.ctx.config.seed
-        # Copies first: the CPU reference may update the sample in place.
-        dev_sample = chk.to_device(sample, self.ctx.device)
+        # The device copy first: the CPU reference may update the sample in place.
+        try:
+            dev_sample, move_error = chk.to_device(sample, self.ctx.device), None
+        except Exception as exc:  # the device cannot even hold the inputs (a layout, a dtype)
+            dev_sample, move_error = None, exc
         # The oracle's float64 copy is made only if needed, from the untouched sample; an op that
         # updated its input in place (version counters moved) gets no oracle.
         hi_dtype = None if self.meta_only or self.kind == "undefined" else chk.oracle_dtype(self.dtype)
-        hi_sample = (sample, chk.tensor_versions(sample)) if hi_dtype is not None else None
+        versions = chk.tensor_versions(sample)
+        hi_sample = (sample, versions) if hi_dtype is not None else None
         cotangents: list[torch.Tensor] | None = None
         try:
             ref = self._call(self.op, sample)
@@ -193,28 +197,54 @@ class _ItemRun:
         except Exception as exc:
             self._ref_message = shorten(f"CPU reference failed: {describe_exception(exc)}")
             return "ref-error"
-
-        self._last_failing_op = None
+        if move_error is not None:
+            self._last_failing_op = None
+            return move_error
         try:
-            with self._recorder() as recorder, self.ctx.adapter.track_fallbacks() as tracker:
-                try:
-                    dev = self._call(self.device_fn, dev_sample)
-                    if self.backward:
-                        dev = self._grads(dev, dev_sample, cotangents)
-                    self.ctx.adapter.synchronize()
-                finally:
-                    self._last_ops = dict(recorder.ops)
-                    for name, count in recorder.ops.items():
-                        self.aten_ops[name] = self.aten_ops.get(name, 0) + count
-                    self._last_failing_op = recorder.failing_op
-            for name, count in tracker.ops.items():
-                self.fallbacks[name] = self.fallbacks.get(name, 0) + count
-            placement = chk.wrong_device(dev, self.device_type)
-            if not self.meta_only:
-                dev = chk.to_cpu(dev)
+            dev, placement = self._device_run(dev_sample, cotangents)
         except Exception as exc:
-            return exc
+            retry = self._cpu_argument_retry(exc, index, sample, versions)
+            if retry is None:
+                return exc
+            try:
+                dev, placement = self._device_run(retry, cotangents)
+            except Exception as again:
+                return again
         return self._judge(index, dev, ref, hi_sample, cotangents, placement)
+
+    def _device_run(self, dev_sample: Any, cotangents: list[torch.Tensor] | None) -> tuple[Any, str | None]:
+        """The op (and gradients) on the device, recorded; outputs brought back to the CPU."""
+        self._last_failing_op = None
+        with self._recorder() as recorder, self.ctx.adapter.track_fallbacks() as tracker:
+            try:
+                dev = self._call(self.device_fn, dev_sample)
+                if self.backward:
+                    dev = self._grads(dev, dev_sample, cotangents)
+                self.ctx.adapter.synchronize()
+            finally:
+                self._last_ops = dict(recorder.ops)
+                for name, count in recorder.ops.items():
+                    self.aten_ops[name] = self.aten_ops.get(name, 0) + count
+                self._last_failing_op = recorder.failing_op
+        for name, count in tracker.ops.items():
+            self.fallbacks[name] = self.fallbacks.get(name, 0) + count
+        placement = chk.wrong_device(dev, self.device_type)
+        return (dev if self.meta_only else chk.to_cpu(dev)), placement
+
+    def _cpu_argument_retry(self, exc: Exception, index: int, sample: Any, versions: list[int]) -> Any | None:
+        """Some sample functions keep an argument on the CPU on purpose (tensor_split's indices);
+        moving it made the device refuse. Rebuild the device copy with those left on the CPU."""
+        if not chk.WANTS_CPU_ARGUMENT.search(str(exc)) or chk.tensor_versions(sample) != versions:
+            return None
+        try:
+            with torch.random.fork_rng(devices=[]):
+                maker = self.op.reference_inputs if self.ctx.config.reference_inputs else self.op.sample_inputs
+                meta = list(itertools.islice(maker("meta", self.dtype, requires_grad=self.backward, set_seed=False),
+                                             index + 1))[index]
+            stay = chk.cpu_positions(meta)
+        except Exception:
+            return None
+        return chk.to_device(sample, self.ctx.device, stay) if stay else None
 
     def _recorder(self):
         """Records aten ops in eager mode. Under torch.compile it records nothing: Dynamo
@@ -260,7 +290,7 @@ class _ItemRun:
             result = chk.check_metadata(dev, ref)
             if result.ok and placement and not self.meta_only:
                 result = Comparison(False, "structure", placement)
-        elif chk.identical(dev, ref):  # the common case on a good backend, at a fraction of the cost
+        elif chk.identical(dev := chk.plain_sizes(dev), ref := chk.plain_sizes(ref)):  # the common case on a good backend, at a fraction of the cost
             result = Comparison(True, "exact", "", 0.0, 0.0)
         else:
             result = compare(dev, ref, rtol=self.rtol, atol=self.atol)

@@ -78,14 +78,37 @@ def transform_sample(sample: Any, tensor_fn, dtype_map: dict[torch.dtype, torch.
                         broadcasts_input=sample.broadcasts_input, name=sample.name)
 
 
-def to_device(sample: Any, device: str):
+def to_device(sample: Any, device: str, stay_on_cpu: frozenset[int] = frozenset()):
     """A copy of the sample on `device` (a copy even for cpu, so in-place ops cannot reach the
-    reference's inputs); tensors that require grad become new leaves there."""
+    reference's inputs); tensors that require grad become new leaves there. Tensors whose
+    position (in traversal order) is in `stay_on_cpu` stay on the CPU (see `cpu_positions`)."""
+    position = iter(range(1 << 30))
+
     def move(t: torch.Tensor) -> torch.Tensor:
+        target = "cpu" if next(position) in stay_on_cpu else device
         if not t.requires_grad:
-            return t.to(device, copy=True)
-        return t.detach().to(device, copy=True).requires_grad_(True)
+            return t.to(target, copy=True)
+        return t.detach().to(target, copy=True).requires_grad_(True)
     return transform_sample(sample, move, device=device)
+
+
+def cpu_positions(meta_sample: Any) -> frozenset[int]:
+    """Positions of the tensors a sample function left on the CPU when asked for another device
+    (tensor_split's index tensors, say), read from the same sample made for device 'meta'."""
+    found: list[int] = []
+    position = iter(range(1 << 30))
+
+    def note(t: torch.Tensor) -> torch.Tensor:
+        index = next(position)
+        if t.device.type == "cpu":
+            found.append(index)
+        return t
+    transform_sample(meta_sample, note)
+    return frozenset(found)
+
+
+# Device errors that mean "this argument should have stayed on the CPU".
+WANTS_CPU_ARGUMENT = re.compile(r"to be on cpu|expected .{0,40}cpu|must be on cpu|cpu tensor", re.IGNORECASE)
 
 
 def oracle_dtype(dtype: torch.dtype) -> torch.dtype | None:
@@ -105,6 +128,11 @@ def to_oracle(sample: Any, dtype: torch.dtype, hi: torch.dtype):
     return transform_sample(sample, widen, {dtype: hi})
 
 
+def plain_sizes(value: Any) -> Any:
+    """torch.Size as a plain tuple: under a dispatch mode some ops return one for the other."""
+    return tuple(value) if isinstance(value, torch.Size) else value
+
+
 def tensor_versions(sample: Any) -> list[int]:
     """In-place update counters of the sample's tensors: they move when an op writes its input."""
     leaves = pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
@@ -113,6 +141,13 @@ def tensor_versions(sample: Any) -> list[int]:
 
 def identical(dev: Any, ref: Any) -> bool:
     """Bitwise-equal outputs (same structure, dtypes, shapes, values; NaN makes it False)."""
+    try:
+        return _identical(dev, ref)
+    except Exception:  # e.g. torch.equal has no kernel for complex32: let the rule decide
+        return False
+
+
+def _identical(dev: Any, ref: Any) -> bool:
     dev_leaves, dev_spec = pytree.tree_flatten(dev)
     ref_leaves, ref_spec = pytree.tree_flatten(ref)
     if dev_spec != ref_spec:
@@ -252,7 +287,7 @@ def describe(value: Any, limit: int = 300) -> str:
     def one(v: Any) -> str:
         if isinstance(v, torch.Tensor):
             name = _SHORT_DTYPE.get(v.dtype, str(v.dtype).removeprefix("torch."))
-            suffix = "" if v.is_contiguous() or v.layout != torch.strided else " noncontig"
+            suffix = "" if v.layout != torch.strided or v.is_contiguous() else " noncontig"
             return f"{name}{list(v.shape)}{suffix}"
         if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
             inner = ", ".join(one(x) for x in v)

@@ -21,6 +21,9 @@ REPRESENTATIVE_OPS = [
     "nn.functional.linear", "nn.functional.conv2d", "nn.functional.embedding", "cat", "stack",
     "reshape", "transpose", "permute", "index_select", "gather", "topk", "sort", "masked_fill",
     "tril", "flip", "nn.functional.dropout", "bernoulli", "normal", "empty", "empty_like",
+    # Harness corner cases: an index tensor that must stay on the CPU, a torch.Size output,
+    # complex32 (no torch.equal kernel).
+    "tensor_split", "broadcast_shapes", "chalf",
 ]
 
 
