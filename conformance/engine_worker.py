@@ -79,8 +79,7 @@ def worker_main(conn: Any, config: RunConfig, suites: tuple[str, ...] = ()) -> N
         # N workers with every core each would oversubscribe the CPU (OpenMP spin-waits).
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, config.jobs)))
         ctx = init_worker(config)
-        for suite in suites:  # prepared before the first item, outside its time limit
-            _suite(suite, ctx)
+        prepare_suites(ctx, suites)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which stops the run
         conn.send(("init-error", f"{type(exc).__name__}: {exc}"))
         return
