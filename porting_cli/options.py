@@ -74,8 +74,8 @@ def resolve_device(device: str | None, sim_profile: str | None = None):
 
 
 def engine_options(default_timeout: float = 120.0):
-    """--jobs, --timeout, --seed, --resume, --junit, --fail-on, --strict-fallback: every suite
-    command that runs items through the engine spells them this way."""
+    """--jobs, --timeout, --seed, --resume, --junit, --fail-on, --strict-fallback, --run-group:
+    every suite command that runs items through the engine spells them this way."""
     def decorate(func):
         for option in reversed((
             click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes."),
@@ -87,6 +87,9 @@ def engine_options(default_timeout: float = 120.0):
             click.option("--fail-on", "fail_on", default=None,
                          help="Exit 1 if any item has one of these statuses (e.g. MISMATCH,ERROR,CRASH)."),
             click.option("--strict-fallback", is_flag=True, help="Count FALLBACK as a failure (for --fail-on and JUnit)."),
+            click.option("--run-group", envvar="NEURON_CHECK_RUN_GROUP", default=None,
+                         help="Label shared by the shards of one CI run, so `merge` joins them "
+                         "(also $NEURON_CHECK_RUN_GROUP)."),
         )):
             func = option(func)
         return func

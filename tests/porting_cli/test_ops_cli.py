@@ -65,3 +65,18 @@ def test_strict_fallback_turns_fallback_into_failure(tmp_path, sim_profile):
                     "--strict-fallback")
     assert strict.exit_code == 1, strict.output
     assert "0 items" in strict.output
+
+
+def test_a_run_stores_its_dispatcher_coverage_and_run_group(tmp_path, sim_profile):
+    from op_db.store import Store
+
+    db = tmp_path / "r.db"
+    result = invoke("ops", "--device", "sim", "--sim-profile", sim_profile("fault_free"), "--ops", "abs",
+                    "--dtype", "fp32", "--max-samples", "1", "--db", str(db), "--run-group", "nightly-42")
+    assert result.exit_code == 0, result.output
+    with Store.open(db, readonly=True) as store:
+        assert store.run(1)["options"]["run_group"] == "nightly-42"
+        kinds = dict(store.coverage(1))
+    # sim registers a PrivateUse1 kernel per non-decomposing op; linear decomposes.
+    assert kinds["aten.abs.default"] == "direct"
+    assert kinds["aten.linear.default"] == "CompositeImplicitAutograd"
