@@ -180,22 +180,24 @@ def matrix(results: list[Result], suite: str | None = None) -> Matrix:
 
 
 def blockers(results: list[Result]) -> list[dict[str, Any]]:
-    """Aten overloads ranked by how many failing items they block, with what they block."""
+    """Aten overloads ranked by how many subjects (OpInfos, models) they block, then by items:
+    "fix these 5 ops to unlock 40 models"."""
     by_op: dict[str, list[Result]] = defaultdict(list)
     for r in results:
         if r.status in BLOCKING and r.failing_op:
             by_op[r.failing_op].append(r)
-    ranked = sorted(by_op.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    return [
-        {
+    rows = []
+    for op, items in by_op.items():
+        blocked = sorted({f"{r.suite}:{r.subject}" for r in items})
+        rows.append({
             "op": op,
+            "subjects": len(blocked),
             "items": len(items),
             "statuses": dict(Counter(r.status.value for r in items)),
             "dtypes": sorted({r.dtype for r in items}),
-            "blocks": sorted({f"{r.suite}:{r.subject}" for r in items}),
-        }
-        for op, items in ranked
-    ]
+            "blocks": blocked,
+        })
+    return sorted(rows, key=lambda row: (-row["subjects"], -row["items"], row["op"]))
 
 
 def claims(results: list[Result]) -> dict[str, list[dict[str, Any]]]:

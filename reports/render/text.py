@@ -63,9 +63,9 @@ def _render(report: Report, tablefmt: str, heading) -> str:
 
     out.append(heading("Aten overloads that block the most items"))
     table(
-        [[b["op"], b["items"], _counts(b["statuses"]), _cut(", ".join(b["blocks"]))]
+        [[b["op"], b["subjects"], b["items"], _counts(b["statuses"]), _cut(", ".join(b["blocks"]))]
          for b in report.blockers[:LIST_LIMIT]],
-        ["aten overload", "items", "statuses", "blocks"],
+        ["aten overload", "subjects", "items", "statuses", "blocks"],
     )
     _more(out, report.blockers)
 

@@ -45,3 +45,17 @@ def test_matrices_fallbacks_models_and_fp8():
 def test_optional_sections_are_absent_without_their_suites():
     report = build_report(RUN, [result("add", "float32", "PASS")])
     assert report.models is None and report.fp8 is None and report.blockers == []
+
+
+def test_blockers_rank_by_subjects_unlocked_before_items():
+    from op_db.records import Result, Status
+
+    def failing(subject, dtype, op):
+        return Result("model", subject, "forward", dtype, "eager", Status.UNSUPPORTED, failing_op=op)
+
+    # histc blocks two models once each; rsqrt blocks one model in three dtypes.
+    results = [failing("mixtral", "float32", "aten.histc.default"), failing("qwen3_moe", "float32", "aten.histc.default")]
+    results += [failing("llama", dtype, "aten.rsqrt.default") for dtype in ("float32", "bfloat16", "float16")]
+    blockers = build_report(RUN, results).blockers
+    assert [(b["op"], b["subjects"], b["items"]) for b in blockers] == [
+        ("aten.histc.default", 2, 2), ("aten.rsqrt.default", 1, 3)]
