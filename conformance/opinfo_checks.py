@@ -87,9 +87,19 @@ def to_device(sample: Any, device: str, stay_on_cpu: frozenset[int] = frozenset(
     def move(t: torch.Tensor) -> torch.Tensor:
         target = "cpu" if next(position) in stay_on_cpu else device
         if not t.requires_grad:
-            return t.to(target, copy=True)
+            return _copy_with_base(t, target)
         return t.detach().to(target, copy=True).requires_grad_(True)
     return transform_sample(sample, move, device=device)
+
+
+def _copy_with_base(t: torch.Tensor, target: str) -> torch.Tensor:
+    """Copy `t`; a view of a larger contiguous base carries the whole base, so ops that read
+    storage outside the view (as_strided.partial_views) see the same memory as on the CPU."""
+    base = t._base
+    if base is None or not base.is_contiguous() or t.layout != torch.strided:
+        return t.to(target, copy=True)
+    moved = base.to(target, copy=True)
+    return moved.as_strided(t.size(), t.stride(), t.storage_offset() - base.storage_offset())
 
 
 def cpu_positions(meta_sample: Any) -> frozenset[int]:

@@ -24,6 +24,8 @@ REPRESENTATIVE_OPS = [
     # Harness corner cases: an index tensor that must stay on the CPU, a torch.Size output,
     # complex32 (no torch.equal kernel).
     "tensor_split", "broadcast_shapes", "chalf",
+    # A view whose op reads storage outside the view: the base must travel with it.
+    "as_strided.partial_views",
 ]
 
 
