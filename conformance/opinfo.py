@@ -49,6 +49,9 @@ def run_item(item: WorkItem, ctx: WorkerContext) -> Result:
     op = ctx.state[SUITE].get(item.subject)
     if op is None:
         return Result.for_item(item, Status.SKIP, message=f"{item.subject} is not an OpInfo op in this torch build.")
+    if chk.cuda_only(op):
+        return Result.for_item(item, Status.SKIP, message=f"OpInfo marks {item.subject} CUDA-only (onlyCUDA): "
+                               "there is no CPU reference to compare with.")
     dtype = getattr(torch, item.dtype)
     run = _ItemRun(item, op, dtype, ctx)
     result = run.execute()

@@ -121,6 +121,12 @@ def cpu_positions(meta_sample: Any) -> frozenset[int]:
 WANTS_CPU_ARGUMENT = re.compile(r"to be on cpu|expected .{0,40}cpu|must be on cpu|cpu tensor", re.IGNORECASE)
 
 
+def cuda_only(op: Any) -> bool:
+    """True for OpInfos decorated with onlyCUDA (the jiterator entries): their reference
+    implementation cannot run on the CPU at all."""
+    return any(getattr(d, "__name__", None) == "onlyCUDA" for d in op.decorators)
+
+
 def oracle_dtype(dtype: torch.dtype) -> torch.dtype | None:
     """float64 (complex128) for low-precision floating dtypes; None when no oracle helps."""
     if dtype.is_complex:

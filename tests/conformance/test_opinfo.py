@@ -134,6 +134,11 @@ def test_unknown_op_is_skipped(sim_ctx):
     assert result.status is Status.SKIP
 
 
+def test_cuda_only_opinfos_are_skipped_not_blamed_on_the_cpu(sim_ctx):
+    result = run(sim_ctx, "jiterator_unary")
+    assert result.status is Status.SKIP and "onlyCUDA" in result.message
+
+
 def test_meta_device_compares_metadata_only():
     ctx = init_worker(RunConfig(backend="meta", device="meta", max_samples=2))
     result = run_one(WorkItem("opinfo", "add", "forward", "float32", "eager"), ctx)
