@@ -73,6 +73,21 @@ def resolve_device(device: str | None, sim_profile: str | None = None):
     return adapter, device_string
 
 
+def resume_run(store, resume: str, suite: str, command_name: str):
+    """The run `--resume` names, checked to be one of `command_name`'s, with its device ready:
+    (run_id, saved options, adapter, device string)."""
+    from op_db.errors import InputError
+
+    run_id = store.resolve_run(resume)
+    stored = store.run(run_id)
+    saved = stored["options"]
+    if saved.get("suite") != suite:
+        raise InputError(f"run {run_id} is not a `neuron-check {command_name}` run, "
+                         f"so `{command_name} --resume` cannot finish it.")
+    adapter, device_string = resolve_device(stored["device"], saved.get("sim_profile"))
+    return run_id, saved, adapter, device_string
+
+
 def engine_options(default_timeout: float = 120.0):
     """--jobs, --timeout, --seed, --resume, --junit, --fail-on, --strict-fallback, --run-group:
     every suite command that runs items through the engine spells them this way."""

@@ -52,19 +52,13 @@ def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_b
     if list_only or check_build:
         _list(split_list(archs), split_list(tasks), check_build, fmt, jobs)
         return 0
-    from op_db.errors import InputError
     from op_db.store import Store
-    from porting_cli.options import executor_settings, fail_statuses, resolve_device, run_and_report
+    from porting_cli.options import executor_settings, fail_statuses, resolve_device, resume_run, run_and_report
 
     failing = fail_statuses(fail_on, strict_fallback)
     store = Store.open(db_path)
     if resume is not None:
-        run_id = store.resolve_run(resume)
-        stored = store.run(run_id)
-        saved = stored["options"]
-        if saved.get("suite") != SUITE:
-            raise InputError(f"run {run_id} is not a `neuron-check models` run, so `models --resume` cannot finish it.")
-        adapter, device_string = resolve_device(stored["device"], saved.get("sim_profile"))
+        run_id, saved, adapter, device_string = resume_run(store, resume, SUITE, "models")
     else:
         saved = {"suite": SUITE, "archs": split_list(archs), "tasks": split_list(tasks), "dtypes": split_list(dtypes),
                  "modes": split_list(modes), "grad": grad, "generate": generate, "attn": attn,

@@ -47,18 +47,13 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
     from op_db.errors import InputError
     from op_db.inventory import store_coverage
     from op_db.store import Store
-    from porting_cli.options import executor_settings, fail_statuses, resolve_device, run_and_report
+    from porting_cli.options import executor_settings, fail_statuses, resolve_device, resume_run, run_and_report
 
     failing = fail_statuses(fail_on, strict_fallback)
     store = Store.open(db_path)
     if resume is not None:
-        run_id = store.resolve_run(resume)
-        stored = store.run(run_id)
-        saved = stored["options"]
-        if saved.get("suite") != SUITE:
-            raise InputError(f"run {run_id} is not a `neuron-check ops` run, so `ops --resume` cannot finish it.")
+        run_id, saved, adapter, device_string = resume_run(store, resume, SUITE, "ops")
         plan_options = PlanOptions.from_dict(saved)
-        adapter, device_string = resolve_device(stored["device"], saved.get("sim_profile"))
     else:
         plan_options = PlanOptions(ops=tuple(split_list(ops)), exclude=tuple(split_list(exclude)),
                                    dtypes=tuple(parse_dtypes(split_list(dtypes))), grad=grad, mode=mode, shard=shard)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import FamilyVisitor, ReferenceFamily, expr, positional
+from .base import FamilyVisitor, ReferenceFamily, expr
 
 AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
 SCALER = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .amp import module_name
-from .base import FamilyVisitor, ReferenceFamily, keyword, string_value
+from .base import ReferenceFamily, keyword, string_value
 
 CPP_EXT = "torch.utils.cpp_extension"
 TRITON_DECORATORS = frozenset({"triton.jit", "torch.library.triton_op", "torch.library.wrap_triton"})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 import conformance.sim as sim
 from conformance import backends, fp8

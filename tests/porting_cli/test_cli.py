@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from porting_cli.cli import COMMANDS, route_script
 
