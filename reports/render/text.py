@@ -52,8 +52,6 @@ def _render(report: Report, tablefmt: str, heading) -> str:
         ["suite", "dtype", "items", "working", "failing", "pass rate"],
     )
 
-    out.append(heading("Coverage matrix (op x dtype, per variant and mode)"))
-    _matrix(report.matrix, table)
     if report.models:
         out.append(heading("Models x dtype"))
         _matrix(report.models, table)
@@ -94,6 +92,10 @@ def _render(report: Report, tablefmt: str, heading) -> str:
         ["item", "status", "failing op", "message"],
     )
     _more(out, failures)
+
+    # The full matrix is long (an op sweep has ~700 rows): after the lists a reader acts on.
+    out.append(heading("Coverage matrix (op x dtype, per variant and mode)"))
+    _matrix(report.matrix, table)
 
     if report.coverage:
         out.append(heading("Dispatcher registrations"))
