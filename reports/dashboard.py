@@ -1,7 +1,9 @@
 """The static nightly dashboard: latest coverage, trends, regressions, one page per op.
 
-Runs from one or more databases are grouped into series by (backend, device)
-and ordered by start time. The site is plain files: `index.html`, one page per
+Runs from one or more databases are grouped into series by (backend, device,
+suites run) and ordered by start time: a nightly `ops` run and a nightly
+`models` run on one device are two series, so trends and consecutive-run
+regressions compare like with like. The site is plain files: `index.html`, one page per
 op under `ops/`, the latest full report of each series under `runs/`, and
 plotly's own JS (`plotly.min.js`, from the installed plotly package) beside
 them, so it works from disk or any static host with no network.
@@ -29,15 +31,16 @@ _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 class Series:
     backend: str
     device: str
+    suites: str  # e.g. "opinfo", "fp8+opinfo", "model"
     reports: list[Report]  # oldest first
 
     @property
     def name(self) -> str:
-        return f"{self.backend} / {self.device}"
+        return f"{self.backend} / {self.device} / {self.suites}"
 
     @property
     def slug(self) -> str:
-        return _SLUG.sub("_", f"{self.backend}-{self.device}")
+        return _SLUG.sub("_", f"{self.backend}-{self.device}-{self.suites}")
 
     @property
     def simulated(self) -> bool:
@@ -47,18 +50,21 @@ class Series:
 def load_series(db_paths: list[str | Path]) -> list[Series]:
     from op_db.store import open_for_reading
 
-    grouped: dict[tuple[str, str], list[Report]] = defaultdict(list)
+    grouped: dict[tuple[str, str, str], list[Report]] = defaultdict(list)
     for path in db_paths:
         with open_for_reading(path) as store:
             for run in store.runs():
                 report = build_report(run, store.results(run["id"]), store.coverage(run["id"]))
-                report.run["source"] = f"{Path(path).name}#{run['id']}"
-                grouped[(run["backend"], run["device"])].append(report)
+                # Run ids restart in every database: name the database when there are several.
+                prefix = f"{Path(path).stem} " if len(db_paths) > 1 else ""
+                report.run["label"] = f"{prefix}#{run['id']} ({(run.get('started') or '')[:10]})"
+                suites = "+".join(sorted({r.suite for r in report.results})) or "empty"
+                grouped[(run["backend"], run["device"], suites)].append(report)
     if not grouped:
         raise InputError("the databases hold no runs; nothing to show.")
     return [
-        Series(backend, device, sorted(reports, key=lambda r: (r.run.get("started") or "", r.run["id"])))
-        for (backend, device), reports in sorted(grouped.items())
+        Series(backend, device, suites, sorted(reports, key=lambda r: (r.run.get("started") or "", r.run["id"])))
+        for (backend, device, suites), reports in sorted(grouped.items())
     ]
 
 
@@ -77,9 +83,9 @@ def trend_figure(series: Series, by: str) -> dict[str, Any]:
             if by == "dtype":
                 name = f"{row['suite']} {name}"
             trace = traces[name]
-            trace["x"].append(run_label(report.run))
+            trace["x"].append(report.run["label"])
             trace["y"].append(round(row["pass_rate"] * 100, 2))
-            trace["text"].append(f"run {report.run['id']}")
+            trace["text"].append(report.run["label"])
     return {
         "data": [{"type": "scatter", "mode": "lines+markers", "name": name, **t} for name, t in sorted(traces.items())],
         "layout": {
@@ -91,10 +97,6 @@ def trend_figure(series: Series, by: str) -> dict[str, Any]:
             "height": 340, "margin": {"l": 60, "r": 20, "t": 50, "b": 60},
         },
     }
-
-
-def run_label(run: dict[str, Any]) -> str:
-    return f"run {run['id']} ({(run.get('started') or '')[:10]})"
 
 
 def consecutive_regressions(series: Series) -> list[dict[str, Any]]:

@@ -37,9 +37,27 @@ def test_site_layout_and_no_network(site):
     assert "cdn" not in index.lower() and "https://" not in index
     op_page = (site / "ops" / "opinfo.add.html").read_text()
     assert "&lt;script&gt;" in op_page and INJECTED not in op_page
-    assert "ERROR" in op_page and "run 2" in op_page
+    assert "ERROR" in op_page and "nightly #2 (2026-01-02)" in op_page
     assert "SIMULATED" in index
     assert len(list((site / "runs").glob("*.html"))) == 2
+
+
+def test_series_keep_suites_apart_and_runs_of_two_databases_distinct(tmp_path):
+    from reports.dashboard import consecutive_regressions, load_series
+
+    ops_db, models_db = tmp_path / "ops.db", tmp_path / "models.db"
+    with Store.open(ops_db) as store:  # run 1: an OpInfo nightly
+        write_sample_run(store, [result("add", "float32", "PASS")], started="2026-01-01T02:00:00+00:00")
+        write_sample_run(store, [result("add", "float32", "MISMATCH")], started="2026-01-02T02:00:00+00:00")
+    with Store.open(models_db) as store:  # also run 1: a models nightly on the same device
+        write_sample_run(store, [result("llama", "float32", "PASS", suite="model")], started="2026-01-01T03:00:00+00:00")
+    series = load_series([ops_db, models_db])
+    assert [(s.name, [r.run["label"] for r in s.reports]) for s in series] == [
+        ("sim / sim / model", ["models #1 (2026-01-01)"]),
+        ("sim / sim / opinfo", ["ops #1 (2026-01-01)", "ops #2 (2026-01-02)"]),
+    ]
+    (pair,) = consecutive_regressions(series[1])
+    assert len(pair["regressions"]) == 1 and not pair["new"] and not pair["vanished"]
 
 
 def chromium_dom(page, tmp_path):
