@@ -175,10 +175,25 @@ class InlineExecutor(Executor):
 # -- the local process pool -----------------------------------------------------
 
 
-class _Worker:
-    """Parent-side handle of one worker process."""
+# Workers spawned by `prestart_workers`, waiting for a configuration; LocalExecutor takes them.
+_PRESTARTED: list["_Worker"] = []
 
-    def __init__(self, mp: Any, config: RunConfig, suites: tuple[str, ...]):
+
+def prestart_workers(jobs: int, suites: tuple[str, ...], executor: str = "local") -> None:
+    """Spawn the local pool's workers now, before the caller plans the run and opens the store:
+    a spawned worker spends seconds importing torch and the suites' databases, and that
+    overlaps the parent's own start-up instead of following it. Unused ones die with us."""
+    if executor != "local":
+        return
+    mp = multiprocessing.get_context("spawn")
+    while len(_PRESTARTED) < jobs:
+        _PRESTARTED.append(_Worker(mp, None, suites))
+
+
+class _Worker:
+    """Parent-side handle of one worker process (`config` None: prestarted, not yet told what to run)."""
+
+    def __init__(self, mp: Any, config: RunConfig | None, suites: tuple[str, ...]):
         from conformance.engine_worker import worker_main
 
         self.conn, child = mp.Pipe()
@@ -190,6 +205,21 @@ class _Worker:
         self.current: int | None = None
         self.started_at = 0.0
         self.spawned_at = time.monotonic()
+
+    @classmethod
+    def get(cls, mp: Any, config: RunConfig, suites: tuple[str, ...]) -> "_Worker":
+        """A prestarted worker given this run's configuration, else a freshly spawned one."""
+        while _PRESTARTED:
+            worker = _PRESTARTED.pop()
+            try:
+                if worker.process.is_alive():
+                    worker.conn.send(("init", config, suites))
+                    worker.spawned_at = time.monotonic()  # the start deadline counts from here
+                    return worker
+            except OSError:
+                pass
+            worker.kill()
+        return cls(mp, config, suites)
 
     def kill(self) -> None:
         if self.process.is_alive():
@@ -206,7 +236,7 @@ class LocalExecutor(Executor):
         suites = tuple(sorted({item.suite for item in items}))
         pending = collections.deque(enumerate(items))
         jobs = max(1, min(config.jobs, len(items)))
-        workers = [_Worker(mp, config, suites) for _ in range(jobs)]
+        workers = [_Worker.get(mp, config, suites) for _ in range(jobs)]
         start_failures = 0
         remaining = len(items)
         try:

@@ -62,17 +62,42 @@ def run_one(item: WorkItem, ctx: WorkerContext) -> Result:
     return result
 
 
-def worker_main(conn: Any, config: RunConfig, suites: tuple[str, ...] = ()) -> None:
+def preload_suites(suites: tuple[str, ...]) -> None:
+    """Import what the suites need before the run's configuration is known (a prestarted
+    worker does this while the parent is still planning). Failures are left for
+    `prepare_suites`, which reports them."""
+    from conformance.suites import load_suite
+
+    for name in suites:
+        try:
+            preload = getattr(load_suite(name), "preload", None)
+            if preload is not None:
+                preload()
+        except Exception:  # noqa: BLE001 - prepare_suites raises it again, with context
+            pass
+
+
+def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = ()) -> None:
     """Process entry point of the local pool.
 
     Messages to the parent: ("ready",), ("init-error", text), ("start", index) before each
     item, so the parent can pin a crash or hang on it, and ("result", index, Result).
-    From the parent: ("batch", [(index, item), ...]) and ("stop",).
+    From the parent: ("batch", [(index, item), ...]) and ("stop",). A worker started with
+    no `config` (prestarted) preloads `suites`, then waits for ("init", config, suites).
     """
     # Ctrl-C goes to the whole process group: the parent decides what stops, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # OpInfo samples warn a lot; results say what matters (fallback tracking records its own).
     warnings.simplefilter("ignore")
+    if config is None:
+        preload_suites(suites)
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # never used: the parent is gone
+        if message[0] != "init":
+            return
+        _, config, suites = message
     try:
         import torch
 

@@ -30,18 +30,27 @@ COTANGENT_SEED_OFFSET = 1
 RANDOMNESS_PROBE_SEED_OFFSET = 7919
 
 
+def preload() -> None:
+    """The slow import (seconds), done by a prestarted worker before it knows its run."""
+    import torch.testing._internal.common_methods_invocations  # noqa: F401
+
+
 def prepare(ctx: WorkerContext) -> None:
     """Import PyTorch's op database once per worker and index it by full name."""
     from torch.testing._internal.common_methods_invocations import op_db
 
+    # OpInfo samples are tiny tensors: intra-op threads buy nothing there, and their OpenMP
+    # barriers cost 10-20x on kernels like max_pool2d when the cores are busy (other workers,
+    # other jobs), so one thread per worker; the worker count is what uses the cores.
+    torch.set_num_threads(1)
     ctx.state[SUITE] = {op.full_name: op for op in op_db}
     if ctx.config.mode == "compile":
-        import torch._dynamo
+        import torch._dynamo as dynamo
 
         # One compiled function per item sees every sample's shapes; do not fall back to eager.
         for name in ("recompile_limit", "cache_size_limit"):
-            if hasattr(torch._dynamo.config, name):
-                setattr(torch._dynamo.config, name, 64)
+            if hasattr(dynamo.config, name):
+                setattr(dynamo.config, name, 64)
 
 
 def run_item(item: WorkItem, ctx: WorkerContext) -> Result:

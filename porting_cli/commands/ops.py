@@ -41,13 +41,18 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
     """
     import os
 
+    from conformance.engine import prestart_workers
+    from porting_cli.options import executor_settings
+
+    prestart_workers(jobs, (SUITE,), executor_settings(executor, ray_address)["executor"])  # they import op_db while we plan
+
     from conformance.config import RunConfig
     from conformance.engine import start_run
     from conformance.planning import PlanOptions, parse_dtypes, parse_shard, plan
     from op_db.errors import InputError
     from op_db.inventory import store_coverage
     from op_db.store import Store
-    from porting_cli.options import executor_settings, fail_statuses, resolve_device, resume_run, run_and_report
+    from porting_cli.options import fail_statuses, resolve_device, resume_run, run_and_report
 
     failing = fail_statuses(fail_on, strict_fallback)
     store = Store.open(db_path)
