@@ -10,7 +10,8 @@ import pytest
 
 from conformance import backends
 from conformance.config import RunConfig
-from conformance.engine import InlineExecutor, run_items, start_run
+from conformance import engine
+from conformance.engine import InlineExecutor, prestart_workers, run_items, start_run
 from conformance.planning import PlanOptions, plan
 from op_db.errors import InputError
 from op_db.records import Status, WorkItem
@@ -32,8 +33,11 @@ def new_run(tmp_path, config, options=None):
 
 @pytest.fixture(scope="module")
 def crash_hang_run(tmp_path_factory):
-    """One pooled run over a profile whose atan2 crashes and erfinv hangs."""
+    """One pooled run over a profile whose atan2 crashes and erfinv hangs. Its first two
+    workers are prestarted before the profile is set anywhere, so the faults prove that
+    the run's configuration reaches them; the replacements are spawned afresh."""
     tmp = tmp_path_factory.mktemp("crash")
+    prestart_workers(2, ("opinfo",))
     os.environ["NEURON_CHECK_SIM_PROFILE"] = str(PROFILES / "crash_hang.json")
     try:
         config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=4.0, max_samples=2,
@@ -62,6 +66,10 @@ def test_hang_gives_timeout_within_the_limit(crash_hang_run):
     assert results["erfinv"].status is Status.TIMEOUT
     assert 4.0 <= results["erfinv"].duration_s < 4.0 + 5
     assert wall < 120
+
+
+def test_prestarted_workers_are_taken_by_the_run(crash_hang_run):
+    assert engine._PRESTARTED == []
 
 
 def test_other_items_complete_after_crash_and_hang(crash_hang_run):
