@@ -45,9 +45,12 @@ def run_engine(dtypes: str, jobs: int, workdir: Path) -> dict:
             "counts": {k: v for k, v in counts.items() if v}}
 
 
-def plain_loop(dtypes: list[str]) -> None:
+def plain_loop(dtypes: list[str], threads: int | None = None) -> None:
     """The baseline, run in its own process: prints items and samples it ran."""
     import torch
+
+    if threads:
+        torch.set_num_threads(threads)
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.utils import _pytree as pytree
 
@@ -79,18 +82,19 @@ def plain_loop(dtypes: list[str]) -> None:
     print(f"PLAIN {items} {samples}")
 
 
-def run_plain(dtypes: str) -> dict:
+def run_plain(dtypes: str, threads: int | None = None) -> dict:
     from conformance.planning import parse_dtypes
 
     names = ",".join(parse_dtypes(dtypes.split(",")))
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--plain-loop", names], capture_output=True, text=True)
+    threads_args = ["--plain-threads", str(threads)] if threads else []
+    done = subprocess.run([sys.executable, __file__, "--plain-loop", names, *threads_args], capture_output=True, text=True)
     wall = time.perf_counter() - started
     line = [ln for ln in done.stdout.splitlines() if ln.startswith("PLAIN ")]
     if not line:
         sys.exit(f"the plain loop failed: {done.stderr.strip()[-500:]}")
     _, items, samples = line[0].split()
-    return {"label": "plain loop", "wall": wall, "items": int(items), "samples": int(samples), "op_time": None, "jobs": 1}
+    return {"label": f"plain loop{f' {threads}T' if threads else ''}", "wall": wall, "items": int(items), "samples": int(samples), "op_time": None, "jobs": 1}
 
 
 def show(row: dict) -> None:
@@ -107,10 +111,13 @@ def main() -> None:
     parser.add_argument("--dtype", default="fp32", help="dtypes of the sweep (default fp32)")
     parser.add_argument("--jobs", default="1,2", help="comma list of --jobs values to time (default 1,2)")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain-loop baseline")
+    parser.add_argument("--plain-threads", type=int, default=None,
+                        help="also time the plain loop with this many intra-op threads (the engine's OpInfo "
+                             "workers use 1); the target compares with torch's default")
     parser.add_argument("--plain-loop", metavar="DTYPES", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_loop:
-        plain_loop(args.plain_loop.split(","))
+        plain_loop(args.plain_loop.split(","), args.plain_threads)
         return
     print(f"OpInfo forward sweep on sim, dtypes {args.dtype}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f} at start")
@@ -122,10 +129,15 @@ def main() -> None:
     plain = None if args.no_plain else run_plain(args.dtype)
     if plain:
         show(plain)
+    plain_threads = run_plain(args.dtype, args.plain_threads) if plain and args.plain_threads else None
+    if plain_threads:
+        show(plain_threads)
     if 1 in rows and 2 in rows:
         print(f"speed-up jobs=2 over jobs=1: {rows[1]['wall'] / rows[2]['wall']:.2f}x (target >= 1.7x)")
     if plain and 2 in rows:
         print(f"engine jobs=2 wall / plain loop wall: {rows[2]['wall'] / plain['wall']:.2f} (target <= 0.75)")
+    if plain_threads and 2 in rows:
+        print(f"engine jobs=2 wall / {plain_threads['label']} wall: {rows[2]['wall'] / plain_threads['wall']:.2f}")
     print(f"load average at end {os.getloadavg()[0]:.1f}")
 
 
