@@ -21,6 +21,21 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # Reformer's chunked/LSH attention needs the sequence length to be a multiple of the chunk.
     "reformer": {"axial_pos_shape": [4, 8], "axial_pos_embds_dim": [16, 16],
                  "local_attn_chunk_length": 4, "lsh_attn_chunk_length": 4, "num_buckets": 2},
+    # Tiny lfm2_moe needs its layer kinds spelled out: the default (None) fails in the modeling code.
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    # Default rope_parameters is empty, but the rotary embedding looks it up by layer type.
+    "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+    # Recurrent Gemma repeats block_types over the layers; two layers must include attention.
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    # Zamba ties one shared transformer across its hybrid layers: it needs at least two of them.
+    "zamba": {"layers_block_type": ["linear_attention", "hybrid", "hybrid"], "num_hidden_layers": 3},
+    # The sparse-attention indexer has no defaults (None); give it tiny ones.
+    "qwen4_exp": {"text_config": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 8,
+                                  "indexer_budget": 4, "indexer_compress_ratio": 2}},
+    "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 8,
+                       "indexer_budget": 4, "indexer_compress_ratio": 2},
+    # The default layer kinds are all Mamba; a tiny hybrid needs an attention layer.
+    "granitemoehybrid": {"layer_types": ["mamba", "attention"]},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
