@@ -9,6 +9,8 @@ The plain loop is one process: import op_db, then for every op and dtype of the 
 sample_inputs on CPU, run on CPU and on sim, assert_close. Printed per configuration:
 wall, items/s, samples/s and the harness overhead: wall divided by the time spent inside
 op calls per worker (sum of the items' op_time_s / jobs); 1.0 would be a free harness.
+Also printed: the CPU seconds each configuration's processes used, which, unlike wall,
+does not depend on what else the (shared) machine is running.
 Targets (2-core machine): full fp32+bf16+fp16 forward sweep with 2 jobs in at most
 6 minutes; jobs=2 at least 1.7x faster than jobs=1; engine wall at most 0.75x the plain loop.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -29,10 +32,10 @@ def run_engine(dtypes: str, jobs: int, workdir: Path) -> dict:
 
     db = workdir / f"sweep-{dtypes.replace(',', '_')}-j{jobs}.db"
     env = {k: v for k, v in os.environ.items() if k != "NEURON_CHECK_SIM_PROFILE"}
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu()
     done = subprocess.run(["neuron-check", "ops", "--device", "sim", "--dtype", dtypes, "--jobs", str(jobs),
                            "--db", str(db)], env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, _children_cpu() - cpu_before
     if done.returncode not in (0, 1):
         sys.exit(f"neuron-check ops failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     with Store.open(db, readonly=True) as store:
@@ -40,9 +43,16 @@ def run_engine(dtypes: str, jobs: int, workdir: Path) -> dict:
         results = store.results(run_id)
         counts = store.status_counts(run_id)
     op_time = sum(float(r.extra.get("op_time_s", 0.0) or 0.0) for r in results)
-    return {"label": f"engine jobs={jobs}", "wall": wall, "items": len(results),
+    return {"label": f"engine jobs={jobs}", "wall": wall, "cpu": cpu, "items": len(results),
             "samples": sum(r.samples for r in results), "op_time": op_time, "jobs": jobs,
             "counts": {k: v for k, v in counts.items() if v}}
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of finished child processes and theirs: on a shared machine
+    this, unlike wall, does not grow with other people's load."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def plain_loop(dtypes: list[str], threads: int | None = None) -> None:
@@ -86,15 +96,15 @@ def run_plain(dtypes: str, threads: int | None = None) -> dict:
     from conformance.planning import parse_dtypes
 
     names = ",".join(parse_dtypes(dtypes.split(",")))
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu()
     threads_args = ["--plain-threads", str(threads)] if threads else []
     done = subprocess.run([sys.executable, __file__, "--plain-loop", names, *threads_args], capture_output=True, text=True)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, _children_cpu() - cpu_before
     line = [ln for ln in done.stdout.splitlines() if ln.startswith("PLAIN ")]
     if not line:
         sys.exit(f"the plain loop failed: {done.stderr.strip()[-500:]}")
     _, items, samples = line[0].split()
-    return {"label": f"plain loop{f' {threads}T' if threads else ''}", "wall": wall, "items": int(items), "samples": int(samples), "op_time": None, "jobs": 1}
+    return {"label": f"plain loop{f' {threads}T' if threads else ''}", "wall": wall, "cpu": cpu, "items": int(items), "samples": int(samples), "op_time": None, "jobs": 1}
 
 
 def show(row: dict) -> None:
@@ -102,7 +112,7 @@ def show(row: dict) -> None:
     if row["op_time"]:
         overhead = f", overhead {row['wall'] / (row['op_time'] / row['jobs']):.2f}x op time"
     print(f"{row['label']:<15} wall {row['wall']:7.1f} s, {row['items'] / row['wall']:6.1f} items/s, "
-          f"{row['samples'] / row['wall']:7.1f} samples/s ({row['items']} items, {row['samples']} samples{overhead})"
+          f"{row['samples'] / row['wall']:7.1f} samples/s, cpu {row['cpu']:6.1f} s ({row['items']} items, {row['samples']} samples{overhead})"
           + (f"  {row['counts']}" if row.get("counts") else ""))
 
 
@@ -138,6 +148,8 @@ def main() -> None:
         print(f"engine jobs=2 wall / plain loop wall: {rows[2]['wall'] / plain['wall']:.2f} (target <= 0.75)")
     if plain_threads and 2 in rows:
         print(f"engine jobs=2 wall / {plain_threads['label']} wall: {rows[2]['wall'] / plain_threads['wall']:.2f}")
+    if plain and 2 in rows:
+        print(f"engine jobs=2 cpu / plain loop cpu: {rows[2]['cpu'] / plain['cpu']:.2f} (load-independent)")
     print(f"load average at end {os.getloadavg()[0]:.1f}")
 
 
