@@ -23,7 +23,7 @@ def _forward(entry, model) -> None:
     from conformance.models.inputs import make_inputs
 
     with torch.no_grad():
-        model(**make_inputs(entry.task, model.config, 0))
+        model(**make_inputs(entry.task, model.config, 0, model=model))
 
 
 def _build_batch(model_types: Sequence[str], forward: bool = True) -> list[tuple[str, str, float]]:

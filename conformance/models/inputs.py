@@ -8,6 +8,7 @@ paths such as image-token substitution).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 BATCH = 2
@@ -74,8 +75,86 @@ def pixel_values(config: Any, seed: int, batch: int = BATCH):
     return torch.randn((batch, channels, height, width), generator=_generator(seed + 1))
 
 
-def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False) -> dict[str, Any]:
-    """Keyword arguments for the model's forward; float tensors are float32 (cast later)."""
+IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+
+
+def image_token_id(config: Any) -> int | None:
+    for cfg in (config, text_config(config)):
+        for key in IMAGE_TOKEN_KEYS:
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None
+
+
+def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]]:
+    """Image keyword arguments in the layouts vision-language models take, most common first:
+    (B, C, H, W); with `image_sizes`; one image per sample as (B, 1, C, H, W); flattened patches
+    with `image_grid_thw` (Qwen2-VL and its descendants)."""
+    import torch
+
+    pixels = pixel_values(config, seed)
+    params = inspect.signature(model.forward).parameters
+    candidates = [{"pixel_values": pixels}, {"pixel_values": pixels.unsqueeze(1)}]
+    if "image_sizes" in params:  # any-resolution models: (B, patches, C, H, W) with each image's size
+        sizes = torch.tensor([list(pixels.shape[-2:])] * pixels.shape[0])
+        candidates = [{**c, "image_sizes": sizes} for c in candidates] + candidates
+    vision = getattr(config, "vision_config", None)
+    if "image_grid_thw" in params and vision is not None:
+        patch = int(getattr(vision, "patch_size", 8) or 8)
+        temporal = int(getattr(vision, "temporal_patch_size", 1) or 1)
+        merge = int(getattr(vision, "spatial_merge_size", 1) or 1)
+        channels = int(getattr(vision, "in_channels", None) or getattr(vision, "num_channels", 3) or 3)
+        side = 2 * merge  # patches per side, a multiple of the merge window
+        rows = pixels.shape[0] * side * side
+        flat = torch.randn((rows, channels * temporal * patch * patch), generator=_generator(seed + 1))
+        grid = torch.tensor([[1, side, side]] * pixels.shape[0])
+        candidates.append({"pixel_values": flat, "image_grid_thw": grid})
+    return candidates
+
+
+def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int) -> int | None:
+    """Rows of text-width features per image that `get_image_features` makes, or None."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            found = model.get_image_features(**image_inputs)
+    except Exception:  # noqa: BLE001 - not this layout
+        return None
+    found = getattr(found, "pooler_output", found)
+    if isinstance(found, torch.Tensor):
+        found = [found]
+    if not isinstance(found, (list, tuple)) or not found or not all(isinstance(f, torch.Tensor) for f in found):
+        return None
+    rows = sum(f.numel() for f in found) // found[0].shape[-1]
+    return rows // batch if rows and rows % batch == 0 else None
+
+
+def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], int | None]:
+    """(image keyword arguments, placeholder tokens per image) for a vision-language model: the
+    first layout its own `get_image_features` accepts, and how many feature rows it made (the
+    count depends on patching, merging, CLS cropping and pooling, so it is measured, not derived)."""
+    candidates = _image_candidates(model, config, seed) if hasattr(model, "get_image_features") else []
+    for candidate in candidates:
+        count = _feature_rows(model, candidate, BATCH)
+        if count:
+            return candidate, count
+    return {"pixel_values": pixel_values(config, seed)}, None
+
+
+def _with_image_tokens(ids: Any, token: int, count: int):
+    """`count` image placeholders after the first text token of every row."""
+    import torch
+
+    placeholders = torch.full((ids.shape[0], count), token, dtype=ids.dtype)
+    return torch.cat([ids[:, :1], placeholders, ids[:, 1:]], dim=1)
+
+
+def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, model: Any = None) -> dict[str, Any]:
+    """Keyword arguments for the model's forward; float tensors are float32 (cast later).
+    For image-text-to-text, `model` (the CPU float32 model) tells how many image tokens to put
+    in input_ids so that they match its vision features."""
     import torch
 
     if task == "image-classification":
@@ -88,7 +167,15 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False) 
     if task == "seq2seq-lm":
         inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
     if task == "image-text-to-text":
-        inputs["pixel_values"] = pixel_values(config, seed)
+        images, count = image_inputs(model, config, seed) if model is not None else ({}, None)
+        inputs.update(images or {"pixel_values": pixel_values(config, seed)})
+        token = image_token_id(config)
+        if token is not None and count:
+            ids = _with_image_tokens(ids, token, count)
+            inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
+            if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+                # multimodal RoPE (Qwen2-VL family) places tokens by type: 1 marks image tokens
+                inputs["mm_token_type_ids"] = (ids == token).long()
     if labels:
         if task == "sequence-classification":
             inputs["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=_generator(seed + 2))

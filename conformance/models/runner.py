@@ -83,7 +83,7 @@ def _run(item: WorkItem, ctx) -> Result:
     except zoo.BuildError as exc:
         return Result.for_item(item, Status.REF_ERROR, message=shorten(f"build failed: {exc}"),
                                extra={"task": entry.task, "stage": "build"})
-    inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward")
+    inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
     run = _VARIANTS[item.variant]
     extra: dict[str, Any] = {"task": entry.task, "class": entry.class_name, "attn": options["attn"]}
     try:

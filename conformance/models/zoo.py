@@ -34,7 +34,9 @@ GENERATIVE_TASKS = frozenset({"causal-lm", "seq2seq-lm", "image-text-to-text"})
 VOCAB = 128
 SIZE_RULES: dict[str, int] = {
     **dict.fromkeys(("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "embedding_size",
-                     "word_embed_proj_dim", "projection_dim"), 32),
+                     "word_embed_proj_dim", "projection_dim",
+                     # a vision tower's output width must be the text model's hidden size
+                     "out_hidden_size", "text_hidden_size"), 32),
     **dict.fromkeys(("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
                      "decoder_attention_heads", "num_decoder_attention_heads"), 4),
     **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim",
@@ -250,6 +252,8 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             if isinstance(values.get("topk_group"), int):
                 out["topk_group"] = min(values["topk_group"], 2)
     out.update(_mamba_heads(values, {**values, **out}))
+    out.update(_mrope(values, out.get("head_dim") or (hidden // heads if isinstance(heads, int) and
+                                                        isinstance(hidden, int) else None)))
     out.update(_per_layer(values))
     out.update(_attention_layers(values))
     for key, value in values.items():
@@ -261,7 +265,38 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
         sub = getattr(config, key, None)
         if _is_config(sub):
             out[key] = {**sub.to_dict(), **shrink(sub, token_ids)}
+    _default_mrope(values, out)
     return out
+
+
+def _default_mrope(values: dict[str, Any], out: dict[str, Any]) -> None:
+    """Vision-language models with merged patch grids (Qwen2-VL, GLM-4V and kin) use multimodal
+    RoPE whose sections, when the config leaves them out, default in the modeling code to a
+    full-size head; spell them out for the tiny head."""
+    text, vision = out.get("text_config"), values.get("vision_config")
+    if not isinstance(text, dict) or not isinstance(vision, dict) or "spatial_merge_size" not in vision:
+        return
+    rope = text.get("rope_parameters")
+    if not isinstance(rope, dict) or "mrope_section" in rope:
+        return
+    head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
+    half = head_dim // 2
+    text["rope_parameters"] = {**rope, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
+
+
+def _mrope(values: dict[str, Any], head_dim: int | None) -> dict[str, Any]:
+    """Multimodal RoPE splits half the head dim into (time, height, width) sections; scale them
+    to the tiny head dim, each at least 1, keeping their sum exact."""
+    rope = values.get("rope_parameters")
+    sections = rope.get("mrope_section") if isinstance(rope, dict) else None
+    if not isinstance(head_dim, int) or not isinstance(sections, list) or not sections:
+        return {}
+    half, total = head_dim // 2, sum(sections)
+    if total == half or half < len(sections):
+        return {}
+    scaled = [max(1, v * half // total) for v in sections]
+    scaled[0] += half - sum(scaled)
+    return {"rope_parameters": {**rope, "mrope_section": scaled}}
 
 
 def _attention_layers(values: dict[str, Any]) -> dict[str, Any]:
