@@ -166,3 +166,47 @@ def test_zoo_gives_each_type_one_task_by_precedence():
     assert {e.task for e in entries.values()} == set(zoo.TASKS)
     chosen = [e.model_type for e in zoo.select(["gpt*"], ["causal-lm"])]
     assert "gpt2" in chosen and all(name.startswith("gpt") for name in chosen)
+
+
+def _cpu_forward(model_type):
+    import torch
+
+    from conformance.models import zoo
+    from conformance.models.inputs import make_inputs
+
+    entry = zoo.catalogue()[model_type]
+    model = zoo.build_model(entry)
+    inputs = make_inputs(entry.task, model.config, 0, model=model)
+    with torch.no_grad():
+        return model, inputs, model(**inputs)
+
+
+def test_per_layer_fields_keep_one_layer_of_each_kind():
+    from conformance.models import zoo
+
+    text = zoo.build_config(zoo.catalogue()["gemma4"]).text_config
+    assert text.num_hidden_layers == 2
+    assert text.layer_types == ["sliding_attention", "full_attention"]
+    # the full-attention layer's own head_dim moved with it from index 5 to index 1, shrunk
+    assert text.to_dict()["per_layer_config"] == {"1": {"head_dim": 16}}
+    zamba2 = zoo.build_config(zoo.catalogue()["zamba2"])
+    assert zamba2.num_hidden_layers == len(zamba2.layers_block_type) == len(set(zamba2.layers_block_type))
+
+
+@pytest.mark.parametrize("model_type", ["bamba", "mamba2", "deepseek_v2"])
+def test_hybrid_ssm_and_moe_types_build_and_run_tiny(model_type):
+    import torch
+
+    model, _, out = _cpu_forward(model_type)
+    assert out.logits.shape[:2] == (2, 8) and torch.isfinite(out.logits).all()
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000
+
+
+@pytest.mark.parametrize("model_type", ["llava", "qwen2_vl"])
+def test_image_text_inputs_carry_one_token_per_vision_feature(model_type):
+    from conformance.models.inputs import image_token_id
+
+    model, inputs, out = _cpu_forward(model_type)
+    tokens = (inputs["input_ids"] == image_token_id(model.config)).sum(dim=1)
+    assert tokens.min() == tokens.max() > 0  # every sample holds one whole image
+    assert out.logits.shape[:2] == inputs["input_ids"].shape
