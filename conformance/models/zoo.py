@@ -238,12 +238,13 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
     heads = out.get("num_attention_heads", values.get("num_attention_heads"))
     hidden = out.get("hidden_size", values.get("hidden_size"))
     if "head_dim" in values and isinstance(heads, int) and isinstance(hidden, int):
-        # None too: some attention modules read config.head_dim without a fallback
-        out["head_dim"] = max(hidden // heads, 4)
+        # None too: some attention modules read config.head_dim without a fallback; partial
+        # rotary embeddings must still rotate a multiple of 4 dims
+        out["head_dim"] = max(hidden // heads, 4, _min_rotary_head_dim(values))
     kv_heads = values.get("num_key_value_heads")
     if isinstance(heads, int) and "num_key_value_heads" in values:
         # plain multi-head attention (and MLA, which requires it) keeps kv heads == heads
-        plain = kv_heads is None or kv_heads == values.get("num_attention_heads")
+        plain = kv_heads is None or kv_heads == values.get("num_attention_heads") or "kv_lora_rank" in values
         out["num_key_value_heads"] = heads if plain else min(kv_heads, 2, heads)
     for group_key in ("n_group", "num_expert_group"):
         if isinstance(values.get(group_key), int) and values[group_key] > 2:
@@ -255,6 +256,10 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
     out.update(_mrope(values, out.get("head_dim") or (hidden // heads if isinstance(heads, int) and
                                                         isinstance(hidden, int) else None)))
     out.update(_per_layer(values))
+    for key in ("num_heads", "num_attention_heads"):
+        if isinstance(values.get(key), list) and all(isinstance(v, int) for v in values[key]):
+            # per-stage heads (Swin-like): powers of two divide every shrunk stage width
+            out[key] = [min(v, 2) for v in out.get(key, values[key])]
     out.update(_attention_layers(values))
     for key, value in values.items():
         if _is_token_key(key) and value is not None:
@@ -282,6 +287,18 @@ def _default_mrope(values: dict[str, Any], out: dict[str, Any]) -> None:
     head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
     half = head_dim // 2
     text["rope_parameters"] = {**rope, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
+
+
+def _min_rotary_head_dim(values: dict[str, Any]) -> int:
+    """The smallest head dim whose rotary part (partial_rotary_factor, top level or per layer
+    type in rope_parameters) is at least 4 dims."""
+    factors = [values.get("partial_rotary_factor")]
+    rope = values.get("rope_parameters")
+    if isinstance(rope, dict):
+        factors += [rope.get("partial_rotary_factor")] + [
+            v.get("partial_rotary_factor") for v in rope.values() if isinstance(v, dict)]
+    factors = [f for f in factors if isinstance(f, float) and 0 < f < 1]
+    return int(4 / min(factors)) if factors else 0
 
 
 def _mrope(values: dict[str, Any], head_dim: int | None) -> dict[str, Any]:
