@@ -216,7 +216,7 @@ def _shrunk_layer(overrides: dict[str, Any]) -> dict[str, Any]:
     if overrides.get("num_key_value_heads") == overrides.get("num_attention_heads") != None:  # noqa: E711
         out["num_key_value_heads"] = out["num_attention_heads"]  # plain multi-head stays plain
     if isinstance(out.get("head_dim"), int):
-        out["head_dim"] = min(out["head_dim"], 16)
+        out["head_dim"] = min(out["head_dim"], 32)  # above the shrunk global one (<= 16)
     return out
 
 

@@ -188,7 +188,7 @@ def test_per_layer_fields_keep_one_layer_of_each_kind():
     assert text.num_hidden_layers == 2
     assert text.layer_types == ["sliding_attention", "full_attention"]
     # the full-attention layer's own head_dim moved with it from index 5 to index 1, shrunk
-    assert text.to_dict()["per_layer_config"] == {"1": {"head_dim": 16}}
+    assert text.to_dict()["per_layer_config"] == {"1": {"head_dim": 32}}
     zamba2 = zoo.build_config(zoo.catalogue()["zamba2"])
     assert zamba2.num_hidden_layers == len(zamba2.layers_block_type) == len(set(zamba2.layers_block_type))
 
