@@ -285,7 +285,3 @@ def _first_difference(dev: torch.Tensor, ref: torch.Tensor) -> str:
 def _dt(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """'bfloat16' for torch.bfloat16: the name used in WorkItems and reports."""
-    return _dt(dtype)

@@ -195,8 +195,10 @@ def differentiable_outputs(out: Any) -> list[torch.Tensor]:
 
 
 def claim_device_type(op: Any, device_type: str) -> str:
-    """OpInfo's own entry for the device type if it has one, 'cpu' for the CPU, else CUDA's
-    claims stand for any accelerator (see conformance/planning.py)."""
+    """Whose dtype claims stand for `device_type`: OpInfo's own entry if it has one (`cpu`,
+    or a `dtypesIf` key); OpInfo knows no other accelerator, so for sim, neuron,
+    privateuseone, meta, ... CUDA's claims stand in as "what an accelerator is expected to
+    support"."""
     if device_type == "cpu" or device_type in op.dtypesIf:
         return device_type
     return "cuda"

@@ -1,16 +1,11 @@
 """Turning command-line choices into a list of WorkItems (DESIGN.md, "Data flow").
 
 Planning needs a little of what OpInfo knows about each op (its full name, the
-dtypes the CPU supports, the dtypes it claims per device type, whether it has
-autograd). Importing PyTorch's op database takes seconds, so that index is
-cached as JSON per torch build; planning a run is then instant and the worker
-processes, which must import the database anyway, start at once.
-
-Claims: OpInfo knows CPU and CUDA (and a few others through `dtypesIf`). For a
-device type OpInfo has its own entry for, that entry is the claim; for `cpu`
-the plain `dtypes`; for any other accelerator (sim, neuron, privateuseone,
-meta, ...) the CUDA claims stand in as "what an accelerator is expected to
-support".
+dtypes the CPU supports, whether it has autograd). Importing PyTorch's op
+database takes seconds, so that index is cached as JSON per torch build;
+planning a run is then instant and the worker processes, which must import the
+database anyway, start at once. (Dtype claims are judged in the worker, which
+holds the OpInfo: conformance/opinfo_checks.py, `claim_device_type`.)
 """
 
 from __future__ import annotations
@@ -34,10 +29,9 @@ DTYPE_ALIASES = {
 }
 DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
 FP8 = "fp8"
-VARIANTS = ("forward", "backward")
 MODES = ("eager", "compile")
 _GRAD_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
-_INDEX_FORMAT = 1
+_INDEX_FORMAT = 2
 
 
 def parse_dtypes(names: list[str] | None) -> list[str]:
@@ -102,13 +96,6 @@ class PlanOptions:
         return cls(ops=tuple(data.get("ops") or ()), exclude=tuple(data.get("exclude") or ()),
                    dtypes=tuple(data.get("dtypes") or DEFAULT_DTYPES), grad=bool(data.get("grad")),
                    mode=data.get("mode") or "eager", shard=data.get("shard"))
-
-
-def claim_key(device_type: str, claims: dict[str, list[str]]) -> str:
-    """Which OpInfo dtype claim stands for `device_type` (see the module docstring)."""
-    if device_type in claims:
-        return device_type
-    return "cuda"
 
 
 def match_ops(names: list[str], patterns: tuple[str, ...], what: str = "--ops") -> list[str]:
@@ -207,13 +194,9 @@ def build_index(op_db: list[Any]) -> list[dict[str, Any]]:
 
     index = []
     for op in op_db:
-        claims = {"cpu": names(op.dtypes), "cuda": names(op.supported_dtypes("cuda"))}
-        for key, dtypes in op.dtypesIf.items():
-            claims.setdefault(key, names(dtypes))
         index.append({
             "name": op.full_name,
             "cpu": names(op.supported_dtypes("cpu")),
-            "claims": claims,
             "autograd": bool(op.supports_autograd),
         })
     return index

@@ -8,7 +8,6 @@ from op_db.records import WorkItem
 MODEL_DTYPES = ("float32", "bfloat16", "float16")  # what --dtype may name for models
 DEFAULT_DTYPES = ("float32", "bfloat16")
 MODES = ("eager", "compile")
-ATTN = ("eager", "sdpa")
 
 
 def model_dtypes(names: list[str] | None) -> list[str]:
