@@ -7,7 +7,8 @@ reports/render/porting.py and reports/render/sarif.py reads. Imports nothing hea
 
 Verdict rules (a finding "needs a change" unless its severity is `info`):
 
-* `blocked`: an op is UNSUPPORTED or ERROR on the target (seen live, or predicted by
+* `blocked`: an op is UNSUPPORTED, ERROR or TIMEOUT (it hung until --max-seconds) on the
+  target (seen live, or predicted by
   --against for an op the script did not reach live), or a finding that needs a change is
   neither auto-fixable nor of effort none/low (e.g. a CUDA extension, flash_attn), or the
   script raised or crashed on the target outside of any op (it does not run there as it is).
@@ -15,7 +16,8 @@ Verdict rules (a finding "needs a change" unless its severity is `info`):
   auto-fixable or low effort) or ops that ran through the CPU fallback.
 * `ready`: no finding needs a change and every op ran on the target.
 
-A script that calls `sys.exit(n)` has finished (its code is noted). A run stopped by
+Call sites that ran only because the trace remapped them are findings too (NCRT1,
+porting_cli/remap_findings.py). A script that calls `sys.exit(n)` has finished (its code is noted). A run stopped by
 --max-steps or --max-seconds is judged on what was seen; a time stop says the report is partial.
 """
 
@@ -28,15 +30,15 @@ from typing import Any
 from porting_cli.scan.rules import EFFORTS, RULES_BY_ID
 
 VERDICTS = ("ready", "ready-with-fixes", "blocked")
-BLOCKING_STATUSES = ("UNSUPPORTED", "ERROR")
+BLOCKING_STATUSES = ("UNSUPPORTED", "ERROR", "TIMEOUT")
 # Order of the op table: what blocks first.
-STATUS_ORDER = ("UNSUPPORTED", "ERROR", "FALLBACK", "untested", "not-reached", "ran")
+STATUS_ORDER = ("UNSUPPORTED", "ERROR", "TIMEOUT", "FALLBACK", "untested", "not-reached", "ran")
 SITES_PER_OP = 10
 # A rough planning figure per item, by effort level: "none" is applied by --fix; "low" is a
 # one-line manual change; "medium" reworks a code path (streams, NCCL); "high" replaces a
 # CUDA-only dependency or waits for a backend kernel. Reported as a sum, never as a promise.
 HOURS_PER_ITEM = {"none": 0.0, "low": 0.5, "medium": 4.0, "high": 16.0}
-OP_EFFORT = {"UNSUPPORTED": "high", "ERROR": "high", "FALLBACK": "low"}
+OP_EFFORT = {"UNSUPPORTED": "high", "ERROR": "high", "TIMEOUT": "high", "FALLBACK": "low"}
 
 
 @dataclasses.dataclass
@@ -51,6 +53,8 @@ class PortReport:
     patch: str
     runtime: dict[str, Any] | None
     rules: dict[str, dict[str, Any]]  # metadata of the rules that fired (SARIF needs it)
+    files: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # per scanned file
+    warnings: list[str] = dataclasses.field(default_factory=list)  # files skipped, links not followed
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": 1, **dataclasses.asdict(self)}
@@ -75,10 +79,11 @@ def op_table(trace: Any, prediction: Any = None, reach: Any = None) -> list[dict
 
     def row(op: str, source: str) -> dict[str, Any]:
         return rows.setdefault(op, {"op": op, "count": 0, "status": "ran", "source": source,
-                                    "sites": Counter(), "dtypes": set(), "message": None})
+                                    "sites": Counter(), "dtypes": set(), "message": None, "processes": set()})
 
     for use in trace.uses:
         entry = row(use.op, "live")
+        entry["processes"].add(use.process)
         entry["count"] += use.count
         entry["dtypes"].update(use.dtypes)
         entry["sites"][use.site or "(library code)"] += use.count
@@ -111,7 +116,8 @@ def op_table(trace: Any, prediction: Any = None, reach: Any = None) -> list[dict
         if error_site in sites:  # the line where it failed comes first
             sites.remove(error_site)
             sites.insert(0, error_site)
-        entry.update(sites=sites[:SITES_PER_OP], dtypes=sorted(entry["dtypes"]), predicted=predicted)
+        entry.update(sites=sites[:SITES_PER_OP], dtypes=sorted(entry["dtypes"]), predicted=predicted,
+                     processes=sorted(entry["processes"]))
         table.append(entry)
     table.sort(key=lambda r: (STATUS_ORDER.index(r["status"]) if r["status"] in STATUS_ORDER else 0,
                               -r["count"], r["op"]))
@@ -180,23 +186,34 @@ def runtime_dict(trace: Any, max_steps: int, max_seconds: float | None, against:
         "exit_message": trace.exit_message, "exception": trace.exception,
         "divergence": trace.divergence, "notes": trace.notes, "output_tail": trace.output_tail,
         "limits": {"max_steps": max_steps, "max_seconds": max_seconds},
-        "against": against, "reach_run": reach is not None,
+        "against": against, "reach_run": reach is not None, "processes": trace.processes,
     }
 
 
 def build_report(script: str, scan: Any, patch: str, trace: Any = None, *, prediction: Any = None,
-                 reach: Any = None, max_steps: int = 2, max_seconds: float | None = None) -> PortReport:
-    findings = [finding_dict(f) for f in sorted(scan.findings, key=lambda f: f.sort_key())]
+                 reach: Any = None, max_steps: int = 2, max_seconds: float | None = None,
+                 files: list[dict[str, Any]] | None = None, warnings: list[str] | None = None,
+                 base_dir: str | None = None) -> PortReport:
+    """`files`/`warnings`: project mode's per-file summary and skipped files; `base_dir`: the
+    folder that finding paths and runtime sites are relative to (default: the working one)."""
+    from porting_cli.remap_findings import REMAP_RULE, remap_findings
+
+    findings = [finding_dict(f) for f in sorted(scan.findings, key=lambda f: (f.path, *f.sort_key()))]
     ops = op_table(trace, prediction, reach) if trace is not None else []
     runtime = None
     if trace is not None:
         runtime = runtime_dict(trace, max_steps, max_seconds, prediction.source if prediction else None, reach)
-    verdict, reasons = decide(findings, ops, runtime)
     remapped = sorted(trace.remapped, key=lambda r: _site_key(r["site"]) + (r["what"],)) if trace is not None else []
+    findings += remap_findings(remapped, findings, base_dir)  # works only by remap: counts too
+    findings.sort(key=lambda f: (f["path"], f["line"], f["col"], f["rule"]))  # grouped by file
+    verdict, reasons = decide(findings, ops, runtime)
     rules = {f["rule"]: dataclasses.asdict(RULES_BY_ID[f["rule"]]) for f in findings if f["rule"] in RULES_BY_ID}
+    if any(f["rule"] == REMAP_RULE["id"] for f in findings):
+        rules[REMAP_RULE["id"]] = dict(REMAP_RULE)
     return PortReport(script=script, verdict=verdict, reasons=reasons,
                       effort=effort_estimate(scan.effort, findings, ops), findings=findings, ops=ops,
-                      remapped=remapped, patch=patch, runtime=runtime, rules=rules)
+                      remapped=remapped, patch=patch, runtime=runtime, rules=rules,
+                      files=files or [], warnings=warnings or [])
 
 
 def _site_key(site: str | None) -> tuple[str, int]:
