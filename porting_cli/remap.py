@@ -138,8 +138,25 @@ def _pinning_usable() -> bool:
 
 
 def _noting_start(frames: UserFrames, start: Callable[..., Any]) -> Callable[..., Any]:
+    """Thread.start that notes the user line starting the thread (its ops' site when it has
+    none of its own) and carries the starter's torch modes (remap, op recorder) into it:
+    torch keeps mode stacks per thread."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
     def noting_start(self: threading.Thread) -> None:
         frames.note_thread_start(self)
+        modes = [*_get_current_function_mode_stack(), *_get_current_dispatch_mode_stack()]
+        run = self.run
+
+        def run_with_modes() -> None:
+            with contextlib.ExitStack() as stack:
+                for mode in modes:
+                    stack.enter_context(mode)
+                run()
+
+        if modes:
+            self.run = run_with_modes  # type: ignore[method-assign]
         start(self)
 
     return noting_start
