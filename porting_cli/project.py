@@ -56,7 +56,9 @@ def discover(path: str, entry: str | None = None) -> Project:
     if os.path.islink(path) and not os.path.exists(path):
         raise InputError(f"{path} is a broken symbolic link or a symbolic link loop.")
     if not os.path.exists(path):
-        raise InputError(f"{path}: no such file or folder.")
+        raise InputError(f"{path}: no such file.")
+    if os.path.isdir(path) and path.rstrip("/").endswith(".py"):  # meant a script, got a folder
+        raise InputError(f"{path} is a directory, not a Python file.")
     if not os.path.isdir(path):
         root = os.path.dirname(os.path.abspath(path))
         name = os.path.basename(path)
