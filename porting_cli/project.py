@@ -164,7 +164,7 @@ def scan_project(project: Project) -> ProjectScan:
         try:
             scanned = scan_source(read_source(project.path(rel)), rel)
         except ScanError as exc:
-            warnings.append(f"skipped {rel}: {exc}")
+            warnings.append(f"skipped {rel}: {str(exc).replace(project.path(rel), rel)}")
             continue
         findings += scanned.findings
         lines += scanned.lines

@@ -107,7 +107,9 @@ class DeviceRemapMode(TorchFunctionMode):
         if any(is_cuda_device(a) for a in args):
             changed += [describe_device(a) for a in args if is_cuda_device(a)]
             args = tuple(self.target if is_cuda_device(a) else a for a in args)
-        if changed:
+        if changed and func is torch.device:
+            self.log(f"torch.device({changed[0]}) -> {self.target!r}")
+        elif changed:
             self.log(f"{name}(device={changed[0]}) -> {self.target!r}")
         return func(*args, **kwargs)
 

@@ -35,6 +35,7 @@ ADVICE: tuple[tuple[str, str], ...] = (
     ("set_default_device", "use torch.set_default_device(device)"),
     ("torch.cuda.", "use the torch.accelerator API (or the device module of device.type)"),
     ("device=", "pass the chosen device instead of a 'cuda' device"),
+    ("torch.device(", "build the device from the chosen device type (torch.device(device.type, index))"),
 )
 
 

@@ -21,6 +21,7 @@ things, so whatever happens to it (a crash, `os._exit`, an endless loop killed a
     divergence    CPU vs target outputs of get_model_and_inputs()
     setup_error   the device could not be used (becomes an InputError here)
     process, rank a child process's records file (proc-PID.jsonl): who it is, its rank
+    exception     a child process's exception, with its own user line
 
 Each child process of the script (mp.spawn ranks, mp.Process, torchrun-style workers) writes its
 own proc-PID.jsonl beside the root's records file; its ops are labelled "rank N" (or "pid N").
@@ -47,6 +48,7 @@ from collections import Counter
 from typing import Any
 
 from op_db.errors import InputError
+from porting_cli.prediction import Prediction  # noqa: F401 - re-exported: callers import it from here
 
 GRACE_S = 10.0  # after max_seconds, how long the child may take to stop by itself
 SETUP_LIMIT_S = 300.0  # importing torch and initialising the backend, before the script starts
@@ -235,6 +237,7 @@ class ProcessRecords:
     end: dict[str, Any] | None = None
     divergence: dict[str, Any] | None = None
     rank: int | None = None
+    exception: dict[str, Any] | None = None  # a child process's own exception, with its user line
 
     def timed_out_ops(self) -> list[dict[str, Any]]:
         """Ops still running when the process was stopped at the time limit: TIMEOUT errors."""
@@ -286,7 +289,7 @@ def fold_records(path: str) -> ProcessRecords:
             folded.notes.append(record["text"])
         elif kind == "rank":
             folded.rank = record["rank"]
-        elif kind in ("start", "process", "end", "divergence"):
+        elif kind in ("start", "process", "end", "divergence", "exception"):
             setattr(folded, kind, record)
     return folded
 
@@ -326,6 +329,8 @@ def merge_processes(result: TraceResult, root: ProcessRecords, folder: str, kill
         child = fold_records(os.path.join(folder, name))
         info = dict(child.process or {})
         outcome = (child.end or {}).get("outcome", "killed" if stopped_by_time else "ended")
+        if child.exception is not None and outcome == "finished":
+            outcome = "raised"
         label = f"rank {child.rank}" if child.rank is not None else f"pid {info.get('pid', name[5:-6])}"
         _add_uses(result, child, label)
         result.errors += [dict(e, process=label) for e in child.errors]
@@ -336,6 +341,11 @@ def merge_processes(result: TraceResult, root: ProcessRecords, folder: str, kill
             result.fallbacks[op] = result.fallbacks.get(op, 0) + n
         result.notes += [n for n in child.notes if n not in result.notes]
         result.steps = max(result.steps, child.steps)
+        if child.exception is not None and result.outcome == "raised" and "process" not in (result.exception or {}):
+            # The root only re-raised it (mp.spawn): blame the child's own user line.
+            via = result.exception or {}
+            result.exception = dict(child.exception, process=label,
+                                    via=f"{via.get('type')} at {via.get('site')}" if via else None)
         if outcome == "stopped-steps" and result.outcome == "finished":
             result.outcome = "stopped-steps"  # the ranks stopped at --max-steps; the root then ended
         result.processes.append({"process": label, "pid": info.get("pid"), "how": info.get("how"),
@@ -346,50 +356,3 @@ def merge_processes(result: TraceResult, root: ProcessRecords, folder: str, kill
 
 def _add_uses(result: TraceResult, folded: ProcessRecords, process: str) -> None:
     result.uses += [OpUse(op, dtypes, site, n, process) for (op, dtypes, site), n in folded.counts.items()]
-
-
-class Prediction:
-    """Predicted status of an op on the target, from a stored run or a sim profile (--against)."""
-
-    def __init__(self, source: str, unsupported: Any, fallback: Any, supported: set[str] | None):
-        self.source = source
-        self._unsupported, self._fallback, self._supported = unsupported, fallback, supported
-
-    def status_of(self, op: str) -> str:
-        if self._unsupported(op):
-            return "UNSUPPORTED"
-        if self._fallback(op):
-            return "FALLBACK"
-        if self._supported is None or op in self._supported:
-            return "ran"
-        return "untested"
-
-    @classmethod
-    def load(cls, spec: str, db_path: str | None) -> "Prediction":
-        if spec.endswith(".json") or os.path.isfile(spec):
-            return cls._from_profile(spec)
-        return cls._from_run(spec, db_path)
-
-    @classmethod
-    def _from_profile(cls, path: str) -> "Prediction":
-        if not os.path.isfile(path):
-            raise InputError(f"--against {path}: no such profile file.")
-        from conformance.sim.profile import load_profile
-
-        profile = load_profile(path)
-        # A profile lists what is missing; every other op is taken as supported.
-        return cls(f"profile {os.path.basename(path)} ({profile.name})", profile.is_unsupported_op,
-                   profile.is_fallback_op, None)
-
-    @classmethod
-    def _from_run(cls, spec: str, db_path: str | None) -> "Prediction":
-        from op_db.records import WORKING, Status
-        from op_db.store import open_for_reading
-
-        with open_for_reading(db_path) as store:
-            run_id = store.resolve_run(spec)
-            results = store.results(run_id)
-        unsupported = {r.failing_op for r in results if r.status == Status.UNSUPPORTED and r.failing_op}
-        fallback = {op for r in results for op in r.fallback_ops}
-        supported = {op for r in results if r.status in WORKING for op in r.aten_ops}
-        return cls(f"run {run_id}", unsupported.__contains__, fallback.__contains__, supported)

@@ -23,20 +23,19 @@ import os
 import signal
 import sys
 import time
-import traceback
 import types
 from typing import Any
 
 from porting_cli.trace_record import (
     RecordWriter,
     StopScript,
+    describe_exception,
     install_step_limit,
     make_recorder,
     one_line,
     watch_slow_ops,
 )
 
-TRACEBACK_LINES = 8
 STOP_CHILDREN_GRACE_S = 1.0  # descendants write their end records on SIGTERM
 
 
@@ -73,20 +72,6 @@ def run_script(path: str, argv: list[str]) -> tuple[dict[str, Any], BaseExceptio
         sys.modules["__main__"], sys.argv[:] = saved[0], saved[1]
 
 
-def describe_exception(exc: BaseException, frames: Any) -> dict[str, Any]:
-    user_lines = [
-        f"{frames.format(fs.filename, fs.lineno)} in {fs.name}: {(fs.line or '').strip()}"
-        for fs in traceback.extract_tb(exc.__traceback__)
-        if frames.is_user(fs.filename)
-    ]
-    return {
-        "type": type(exc).__name__,
-        "message": one_line(exc, 1000),
-        "site": frames.traceback_site(exc.__traceback__),
-        "user_traceback": user_lines[-TRACEBACK_LINES:],
-    }
-
-
 def outcome_of(stopped: BaseException | None, frames: Any) -> dict[str, Any]:
     if stopped is None:
         return {"outcome": "finished"}
@@ -114,10 +99,18 @@ def main(config_path: str) -> int:
         write("setup_error", message=str(exc).rstrip(".") + ".")
         return 2
     import torch
+    import torch._dynamo  # noqa: F401 - torch imports it lazily at the first call through a mode:
+    # seconds on a busy machine, which must not come out of the script's --max-seconds
 
     from porting_cli.frames import UserFrames
     from porting_cli.remap import RemapLog, remap_cuda
-    from porting_cli.trace_rank import CONFIG_ENV, ProcessTrace, follow_forks, write_sitecustomize
+    from porting_cli.trace_rank import (
+        CONFIG_ENV,
+        ProcessTrace,
+        follow_forks,
+        record_process_exceptions,
+        write_sitecustomize,
+    )
 
     script = os.path.abspath(config["script"])
     frames = UserFrames(script, config.get("root"), config.get("display_base"))
@@ -131,6 +124,7 @@ def main(config_path: str) -> int:
     os.environ[CONFIG_ENV] = config_path
     forks = ProcessTrace(config["records"], write, recorder, log, None, [], None)
     follow_forks(forks)
+    record_process_exceptions(forks, frames, in_spawned_child=False)  # inherited by mp.Process children forked from here
     root_pid = os.getpid()
 
     def on_step(n: int) -> None:

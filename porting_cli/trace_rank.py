@@ -133,6 +133,40 @@ def start_tracing(config: dict[str, Any]) -> None:
     trace = ProcessTrace(config["records"], write, recorder, log, fallbacks, notes, stack)
     write("process", pid=os.getpid(), ppid=os.getppid(), how="exec", argv=sys.argv[:4])
     trace.install(int(config.get("max_steps") or 0))
+    record_process_exceptions(trace, frames)
+
+
+def record_process_exceptions(trace: "ProcessTrace", frames: Any, in_spawned_child: bool = True) -> None:
+    """A child process's exception is written with its own user line (the root only sees
+    mp.spawn's ProcessRaisedException at the spawn call): for `mp.Process` targets, and, in a
+    spawned child, for the function `torch.multiprocessing.spawn` runs there (its wrapper
+    catches the exception). The root must keep the real wrapper: it pickles it by name."""
+    import multiprocessing.process
+
+    from porting_cli.trace_record import describe_exception
+
+    def recording(call: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return call(*args, **kwargs)
+            except Exception as exc:
+                trace.write("exception", **describe_exception(exc, frames))
+                raise
+
+        return run
+
+    base = multiprocessing.process.BaseProcess
+    original_run = base.run
+    base.run = lambda self: recording(original_run)(self)  # type: ignore[method-assign]
+    spawn = sys.modules.get("torch.multiprocessing.spawn")
+    if spawn is not None and in_spawned_child:
+        original_wrap = spawn._wrap
+
+        def wrap(fn: Any, i: int, args: Any, error_file: Any) -> Any:
+            trace.write("rank", rank=i)  # mp.spawn's process index, the rank by convention
+            return original_wrap(recording(fn), i, args, error_file)
+
+        spawn._wrap = wrap
 
 
 class ProcessTrace:

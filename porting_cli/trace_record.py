@@ -16,10 +16,12 @@ import json
 import os
 import threading
 import time
+import traceback
 from collections import Counter
 from typing import Any, Callable
 
 SNAPSHOT_EVERY_S = 1.0
+TRACEBACK_LINES = 8
 SLOW_OP_S = 1.0
 WATCH_EVERY_S = 0.25
 TIMEOUT_MESSAGE = "the op did not return before the time limit (--max-seconds)"
@@ -55,6 +57,20 @@ class RecordWriter:
 def one_line(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_exception(exc: BaseException, frames: Any) -> dict[str, Any]:
+    user_lines = [
+        f"{frames.format(fs.filename, fs.lineno)} in {fs.name}: {(fs.line or '').strip()}"
+        for fs in traceback.extract_tb(exc.__traceback__)
+        if frames.is_user(fs.filename)
+    ]
+    return {
+        "type": type(exc).__name__,
+        "message": one_line(exc, 1000),
+        "site": frames.traceback_site(exc.__traceback__),
+        "user_traceback": user_lines[-TRACEBACK_LINES:],
+    }
 
 
 def classify(exc: BaseException) -> str:

@@ -42,9 +42,41 @@ def test_ddp_spawn_script_asking_for_nccl_runs_on_sim_with_gloo_and_records_both
 
 
 @pytest.mark.slow
+def test_torchrun_style_workers_are_traced_with_their_ranks(neuron_check, marked, tmp_path):
+    out, report = neuron_check("torchrun_style.py", "--device", "sim", "--format", "json", copy=("torchrun_style.py",))
+    assert out.returncode == 0, out.stderr
+    runtime = report["runtime"]
+    assert runtime["output_tail"][-1] == "workers exited [0, 0]"
+    assert sorted(p["rank"] for p in runtime["processes"]) == [0, 1]
+    assert {p["outcome"] for p in runtime["processes"]} == {"stopped-steps"}
+    line = lambda mark: f"torchrun_style.py:{marked(tmp_path / 'torchrun_style.py', mark)}"  # noqa: E731
+    assert op_row(report, "aten.addmm.default")["processes"] == ["rank 0", "rank 1"]
+    assert line("forward") in op_row(report, "aten.addmm.default")["sites"]
+    remapped = {(r["site"], r["what"]) for r in report["remapped"]}
+    assert (line("init"), "init_process_group(backend='nccl') -> 'gloo'") in remapped
+    assert (line("set_device"), "torch.cuda.set_device() -> sim") in remapped
+
+
+@pytest.mark.slow
+def test_a_failing_rank_is_blamed_on_its_own_line_not_on_the_spawn_call(neuron_check, marked, tmp_path):
+    out, report = neuron_check("rank_raises.py", "--device", "sim", "--format", "json", copy=("rank_raises.py",))
+    assert out.returncode == 0, out.stderr
+    exc = report["runtime"]["exception"]
+    script = tmp_path / "rank_raises.py"
+    assert (exc["type"], exc["message"]) == ("ValueError", "shard 1 is missing")
+    assert exc["site"] == f"rank_raises.py:{marked(script, 'raise')}"
+    assert exc["via"] == f"ProcessRaisedException at rank_raises.py:{marked(script, 'spawn')}"
+    assert exc["user_traceback"][-2].startswith(f"rank_raises.py:{marked(script, 'call')} in work")
+    assert exc["process"] == "rank 1"
+    assert sorted((p["rank"], p["outcome"]) for p in report["runtime"]["processes"]) == [(0, "finished"), (1, "raised")]
+    assert report["verdict"] == "blocked"
+    assert f"the script raised ValueError at rank_raises.py:{marked(script, 'raise')} on the target" in report["reasons"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["spawn", "fork"])
 def test_hung_child_and_setsid_grandchild_are_killed_at_max_seconds(neuron_check, alive, tmp_path, start_method):
-    out, report = neuron_check("hang_child.py", "--device", "sim", "--max-seconds", "4", "--format", "json",
+    out, report = neuron_check("hang_child.py", "--device", "sim", "--max-seconds", "6", "--format", "json",
                                "--", "pids", start_method, copy=("hang_child.py",))
     assert out.returncode == 0, out.stderr
     runtime = report["runtime"]
@@ -59,7 +91,7 @@ def test_hung_child_and_setsid_grandchild_are_killed_at_max_seconds(neuron_check
 @pytest.mark.parametrize("extra", [[], ["--", "--block-alarm"]], ids=["alarm-stops-it", "parent-kills-it"])
 def test_an_op_that_hangs_is_a_timeout_op_and_blocks(neuron_check, marked, tmp_path, extra):
     profile = {"name": "hang-erfinv", "faults": [{"op": "aten.erfinv.default", "kind": "hang"}]}
-    out, report = neuron_check("hang_op.py", "--device", "sim", "--max-seconds", "3", "--format", "json",
+    out, report = neuron_check("hang_op.py", "--device", "sim", "--max-seconds", "5", "--format", "json",
                                *extra, copy=("hang_op.py",), profile=profile)
     assert out.returncode == 0, out.stderr
     row = op_row(report, "aten.erfinv.default")

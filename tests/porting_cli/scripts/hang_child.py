@@ -5,8 +5,6 @@ import os
 import sys
 import time
 
-import torch
-
 PIDS = sys.argv[1]
 
 
@@ -22,6 +20,8 @@ def child():
         note("grandchild")
         while True:
             time.sleep(1)
+    import torch  # after the pids are written: a spawned child takes seconds to import it
+
     x = torch.ones(4, device="cuda")
     while True:
         x = torch.cos(x)  # MARK: child_loop
