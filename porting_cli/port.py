@@ -8,17 +8,17 @@ reports/render/porting.py and reports/render/sarif.py reads. Imports nothing hea
 Verdict rules (a finding "needs a change" unless its severity is `info`):
 
 * `blocked`: an op is UNSUPPORTED, ERROR or TIMEOUT (it hung until --max-seconds) on the
-  target (seen live, or predicted by
-  --against for an op the script did not reach live), or a finding that needs a change is
-  neither auto-fixable nor of effort none/low (e.g. a CUDA extension, flash_attn), or the
-  script raised or crashed on the target outside of any op (it does not run there as it is).
+  target (seen live, or predicted by --against for an op the script did not reach live),
+  or a finding that needs a change is neither auto-fixable nor of effort none/low (e.g. a
+  CUDA extension, flash_attn), or the script raised or crashed on the target outside of any op (it does not run there as it is).
 * `ready-with-fixes`: not blocked, and there are findings that need a change (all of them
   auto-fixable or low effort) or ops that ran through the CPU fallback.
 * `ready`: no finding needs a change and every op ran on the target.
 
 Call sites that ran only because the trace remapped them are findings too (NCRT1,
-porting_cli/remap_findings.py). A script that calls `sys.exit(n)` has finished (its code is noted). A run stopped by
---max-steps or --max-seconds is judged on what was seen; a time stop says the report is partial.
+porting_cli/remap_findings.py). A script that calls `sys.exit(n)` has finished (its code is
+noted). A run stopped by --max-steps or --max-seconds is judged on what was seen; a time stop
+says the report is partial.
 """
 
 from __future__ import annotations

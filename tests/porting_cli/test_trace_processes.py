@@ -19,7 +19,8 @@ def op_row(report: dict, op: str) -> dict:
 
 
 @pytest.mark.slow
-def test_ddp_spawn_script_asking_for_nccl_runs_on_sim_with_gloo_and_records_both_ranks(neuron_check, marked, tmp_path):
+def test_ddp_spawn_script_asking_for_nccl_runs_on_sim_with_gloo_and_records_both_ranks(neuron_check, marked, alive,
+                                                                                       tmp_path):
     out, report = neuron_check("ddp_spawn.py", "--device", "sim", "--format", "json", copy=("ddp_spawn.py",))
     assert out.returncode == 0, out.stderr
     runtime = report["runtime"]
@@ -28,6 +29,7 @@ def test_ddp_spawn_script_asking_for_nccl_runs_on_sim_with_gloo_and_records_both
     ranks = sorted((p["rank"], p["outcome"], p["steps"]) for p in runtime["processes"] if p["rank"] is not None)
     assert ranks == [(0, "stopped-steps", 2), (1, "stopped-steps", 2)]
     assert all(p["ops"] > 0 for p in runtime["processes"] if p["rank"] is not None)
+    assert [p["pid"] for p in runtime["processes"] if alive(p["pid"])] == []  # no rank left behind
     line = lambda mark: f"ddp_spawn.py:{marked(tmp_path / 'ddp_spawn.py', mark)}"  # noqa: E731
     forward = op_row(report, "aten.addmm.default")
     assert forward["processes"] == ["rank 0", "rank 1"] and line("forward") in forward["sites"]

@@ -25,17 +25,12 @@ def worker():
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 if __name__ == "__main__":
     if "LOCAL_RANK" in os.environ:
         worker()
     else:
-        port = str(free_port())
+        with socket.create_server(("127.0.0.1", 0)) as probe:  # a free port for the rendezvous
+            port = str(probe.getsockname()[1])
         workers = [subprocess.Popen([sys.executable, __file__],
                                     env=dict(os.environ, LOCAL_RANK=str(r), RANK=str(r), WORLD_SIZE="2",
                                              MASTER_ADDR="127.0.0.1", MASTER_PORT=port))
