@@ -127,13 +127,17 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     (130 interrupted, 1 when a --fail-on status occurred, else 0)."""
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
+    from reports.render.junit import check_target
     from reports.render.summary import summary_table
+    from reports.sanitize import echo
 
+    if junit_path:
+        check_target(junit_path)  # before the run: an unwritable path is known in a second, not an hour
     label = " (simulated)" if adapter.simulated else ""
-    click.echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
+    echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
     summary = run_items(items, config, store, run_id, progress=True)
     results = store.results(run_id)
-    click.echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
+    echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
                              interrupted=summary.interrupted))
     if junit_path:
         from reports.render.junit import write_junit

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from op_db.errors import InputError
 from reports.model import Report
+from reports.sanitize import for_json
 
 FORMATS = ("table", "md", "html", "json", "junit", "parquet")
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2, sort_keys=False, default=str) + "\n"
+    return json.dumps(for_json(report.to_json()), indent=2, sort_keys=False, default=str) + "\n"
 
 
 def junit_suite_name(report: Report) -> str:

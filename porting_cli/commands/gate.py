@@ -29,27 +29,28 @@ def command(db_path, baseline, current, expected_failures, write_expected, stric
     neuron-check gate --write-expected xfail.yaml      manifest of the latest run's failures
     """
     from reports.gate import evaluate, load_manifest, render_outcome, write_manifest
+    from reports.sanitize import echo, for_json
 
     if baseline is None and expected_failures is None and write_expected is None:
         raise click.UsageError("give --baseline, --expected-failures, or --write-expected.")
     current_report = _load(db_path, current)
     if write_expected:
         count = write_manifest(current_report, write_expected)
-        click.echo(f"wrote {count} expected failures to {write_expected}", err=True)
+        echo(f"wrote {count} expected failures to {write_expected}", err=True)
         if baseline is None and expected_failures is None:
             return 0
     baseline_report = _load(db_path, baseline) if baseline is not None else None
     manifest = load_manifest(expected_failures) if expected_failures else None
     outcome = evaluate(current_report, baseline_report, manifest, strict=strict)
     if manifest is not None and manifest.device and manifest.device != current_report.run.get("device"):
-        click.echo(f"note: the manifest was written for device {manifest.device!r}, "
+        echo(f"note: the manifest was written for device {manifest.device!r}, "
                    f"the current run is on {current_report.run.get('device')!r}.", err=True)
     if fmt == "json":
-        click.echo(json.dumps(outcome.to_json(), indent=2))
+        echo(json.dumps(for_json(outcome.to_json()), indent=2))
     else:
         if current_report.simulated:
-            click.echo("note: the current run is SIMULATED (sim device).")
-        click.echo(render_outcome(outcome))
+            echo("note: the current run is SIMULATED (sim device).")
+        echo(render_outcome(outcome))
     return 1 if outcome.tripped else 0
 
 
