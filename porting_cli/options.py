@@ -111,6 +111,14 @@ def engine_options(default_timeout: float = 120.0):
     return decorate
 
 
+def check_outputs(junit_path: str | None) -> None:
+    """Refuse an unwritable --junit before a run starts: known in a second, not after an hour."""
+    if junit_path:
+        from reports.render.junit import check_target
+
+        check_target(junit_path)
+
+
 def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
     """The statuses of --fail-on (InputError for an unknown one), plus FALLBACK when strict."""
     from op_db.records import Status
@@ -127,12 +135,9 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     (130 interrupted, 1 when a --fail-on status occurred, else 0)."""
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
-    from reports.render.junit import check_target
     from reports.render.summary import summary_table
     from reports.sanitize import echo
 
-    if junit_path:
-        check_target(junit_path)  # before the run: an unwritable path is known in a second, not an hour
     label = " (simulated)" if adapter.simulated else ""
     echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
     summary = run_items(items, config, store, run_id, progress=True)

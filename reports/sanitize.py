@@ -13,7 +13,8 @@ surrogates or markup. They are stored raw and made inert here, at output time:
   the markup escaping).
 * `for_html`: the jinja2 `finalize` hook; terminal-safe strings, autoescape does the markup.
 * `for_json`: data stays data (JSON escapes every control character); only lone surrogates,
-  which no UTF-8 file can hold and strict parsers reject, become U+FFFD.
+  which no UTF-8 file can hold and strict parsers reject, become U+FFFD. `dumps_json` writes it
+  with `<`, `>` and `&` as \\u escapes too, so the text holds no markup yet parses to the same data.
 
 All but `for_markdown` are idempotent, so a second pass (a whole page after its cells) changes nothing;
 `for_markdown` escapes, so it is applied once, to each piece of untrusted text.
@@ -21,6 +22,7 @@ All but `for_markdown` are idempotent, so a second pass (a whole page after its 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from typing import Any, TextIO
@@ -104,6 +106,13 @@ def for_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [for_json(v) for v in value]
     return value
+
+
+def dumps_json(value: Any, **options: Any) -> str:
+    """json.dumps of `for_json(value)` (ASCII, every control character escaped) with no raw markup:
+    `<`, `>`, `&` only ever occur inside JSON strings, where their \\u escapes mean the same."""
+    text = json.dumps(for_json(value), ensure_ascii=True, **options)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
 def tolerant_streams(*streams: TextIO) -> None:

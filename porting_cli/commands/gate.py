@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import click
@@ -29,7 +28,7 @@ def command(db_path, baseline, current, expected_failures, write_expected, stric
     neuron-check gate --write-expected xfail.yaml      manifest of the latest run's failures
     """
     from reports.gate import evaluate, load_manifest, render_outcome, write_manifest
-    from reports.sanitize import echo, for_json
+    from reports.sanitize import dumps_json, echo
 
     if baseline is None and expected_failures is None and write_expected is None:
         raise click.UsageError("give --baseline, --expected-failures, or --write-expected.")
@@ -46,7 +45,7 @@ def command(db_path, baseline, current, expected_failures, write_expected, stric
         echo(f"note: the manifest was written for device {manifest.device!r}, "
                    f"the current run is on {current_report.run.get('device')!r}.", err=True)
     if fmt == "json":
-        echo(json.dumps(for_json(outcome.to_json()), indent=2))
+        echo(dumps_json(outcome.to_json(), indent=2))
     else:
         if current_report.simulated:
             echo("note: the current run is SIMULATED (sim device).")

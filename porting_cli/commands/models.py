@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from porting_cli.options import (
@@ -53,9 +51,12 @@ def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_b
         _list(split_list(archs), split_list(tasks), check_build, fmt, jobs)
         return 0
     from op_db.store import Store
-    from porting_cli.options import executor_settings, fail_statuses, resolve_device, resume_run, run_and_report
+    from porting_cli.options import (
+        check_outputs, executor_settings, fail_statuses, resolve_device, resume_run, run_and_report,
+    )
 
     failing = fail_statuses(fail_on, strict_fallback)
+    check_outputs(junit_path)
     store = Store.open(db_path)
     if resume is not None:
         run_id, saved, adapter, device_string = resume_run(store, resume, SUITE, "models")
@@ -113,10 +114,10 @@ def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs:
         counts["types"] += 1
         if check_build and row["build"] == OK:
             counts["built"] += 1
-    from reports.sanitize import echo, for_json, for_terminal
+    from reports.sanitize import dumps_json, echo, for_terminal
 
     if fmt == "json":
-        echo(json.dumps(for_json({"schema": 1, "models": rows, "summary": summary}), indent=2))
+        echo(dumps_json({"schema": 1, "models": rows, "summary": summary}, indent=2))
         return
     from tabulate import tabulate
 

@@ -52,9 +52,10 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
     from op_db.errors import InputError
     from op_db.inventory import store_coverage
     from op_db.store import Store
-    from porting_cli.options import fail_statuses, resolve_device, resume_run, run_and_report
+    from porting_cli.options import check_outputs, fail_statuses, resolve_device, resume_run, run_and_report
 
     failing = fail_statuses(fail_on, strict_fallback)
+    check_outputs(junit_path)
     store = Store.open(db_path)
     if resume is not None:
         run_id, saved, adapter, device_string = resume_run(store, resume, SUITE, "ops")

@@ -29,6 +29,7 @@ import json
 from typing import Any, BinaryIO
 
 from reports.model import JSON_SCHEMA, Report
+from reports.sanitize import for_json
 
 
 def parquet_schema():
@@ -71,7 +72,7 @@ def write_parquet(report: Report, target: str | BinaryIO) -> int:
         "neuron_check.schema": str(JSON_SCHEMA),
         "neuron_check.run": json.dumps(run_metadata(report), sort_keys=True, default=str),
     })
-    rows = parquet_rows(report)
+    rows = for_json(parquet_rows(report))  # the raw text, but no lone surrogate (Arrow strings are UTF-8)
     table = pa.Table.from_pylist(rows, schema=schema)
     pq.write_table(table, target)
     return len(rows)

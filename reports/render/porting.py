@@ -8,12 +8,11 @@ autoescape) because paths, source lines and exception text come from the user's 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 from tabulate import tabulate
 
-from reports.sanitize import for_json, for_markdown, for_terminal, markdown_fence
+from reports.sanitize import dumps_json, for_markdown, for_terminal, markdown_fence
 
 LIST_LIMIT = 40  # rows per text section; JSON and HTML hold every row
 
@@ -27,13 +26,13 @@ def render(report: dict[str, Any], fmt: str) -> str:
 
 
 def render_json(report: dict[str, Any]) -> str:
-    return json.dumps(for_json(report), indent=2) + "\n"
+    return dumps_json(report, indent=2) + "\n"
 
 
 def _render_sarif(report: dict[str, Any]) -> str:
     from reports.render.sarif import porting_sarif
 
-    return json.dumps(for_json(porting_sarif(report)), indent=2) + "\n"
+    return dumps_json(porting_sarif(report), indent=2) + "\n"
 
 
 def render_html(report: dict[str, Any]) -> str:
