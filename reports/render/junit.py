@@ -65,8 +65,6 @@ def check_target(path: str | os.PathLike) -> None:
     """InputError, naming the path, when a JUnit file cannot be written there (asked before a run)."""
     target = Path(path)
     folder = target.parent
-    if target.is_dir():
-        raise InputError(f"cannot write the JUnit file {target}: it is a folder.")
     if not folder.is_dir():
         raise InputError(f"cannot write the JUnit file {target}: folder {folder} does not exist.")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
