@@ -318,6 +318,19 @@ def test_gate_output_is_inert(hostile_run, fmt):
         assert "\\x1b]8;;http://evil.example" in text
 
 
+@pytest.mark.slow
+def test_dashboard_pages_are_inert(hostile_run):
+    pytest.importorskip("plotly")
+    site = hostile_run.folder / "site"
+    proc = cli("dashboard", "--db", hostile_run.db, "-o", site)
+    assert proc.returncode == 0, shown(proc)
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 3  # index, the run's report, the op's history
+    texts = [page.read_text(encoding="utf-8") for page in pages]
+    assert all(inert(text) for text in texts)
+    assert any("\\x1b]8;;http://evil.example" in text for text in texts)
+
+
 HOSTILE_SCRIPT = ("import torch\n"
                   "x = torch.ones(3).cuda()  # caf\u00e9 \x1b[2J <script>alert(1)</script>\n"
                   "y = x * 2  # the profile makes aten.mul.Tensor raise the hostile text\n")
