@@ -22,6 +22,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from . import faults
+from .dynamo_skip import skip_recursively
 from .faults import DEVICE
 
 _CPU = torch.device("cpu")
@@ -63,6 +64,10 @@ class SimTensor(torch.Tensor):
         return r
 
     def __repr__(self, *, tensor_contents=None):
+        if tensor_contents is None and not _holds_real_data(self):
+            # While AOTAutograd or dynamo traces, `_cpu` is a FakeTensor (or a functional
+            # wrapper) with no data; printing contents would run data-dependent ops on it.
+            tensor_contents = "..."
         if tensor_contents is None:
             with torch.no_grad():
                 tensor_contents = torch._tensor_str._tensor_str(self._cpu.detach(), len("tensor("))
@@ -96,6 +101,11 @@ class SimTensor(torch.Tensor):
     @staticmethod
     def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
         return SimTensor(inner_tensors["_cpu"])
+
+
+def _holds_real_data(t: SimTensor) -> bool:
+    inner = getattr(t, "_cpu", None)
+    return type(inner) is torch.Tensor and inner.device.type == "cpu"
 
 
 def _sync_metadata(t: SimTensor) -> None:
@@ -306,7 +316,11 @@ def install_fallback() -> None:
     fallback.fallback(_fallback_kernel, dispatch_key="PrivateUse1")
     per_op = torch.library.Library("aten", "IMPL")
     has = torch._C._dispatch_has_kernel_for_dispatch_key
+    kernel = None
     for name in torch._C._dispatch_get_all_op_names():
         if name.startswith("aten::") and not has(name, "CompositeImplicitAutograd"):
-            per_op.impl(name[len("aten::"):], _op_kernel(name), "PrivateUse1")
+            kernel = _op_kernel(name)
+            per_op.impl(name[len("aten::"):], kernel, "PrivateUse1")
     _LIBS.extend([fallback, per_op])
+    # Every per-op kernel shares one code object, so marking one marks them all.
+    skip_recursively(SimTensor.__torch_dispatch__, _fallback_kernel, *filter(None, [kernel]))
