@@ -8,6 +8,7 @@ child process and in the parent's reading of --against profiles.
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -81,7 +82,10 @@ def _fix(script: str, write: bool, fix_file) -> int:
     from reports.sanitize import echo
 
     if not write:
-        echo(result.diff(), nl=False)
+        if sys.stdout.isatty():
+            echo(result.diff(), nl=False)  # to be read: the script's lines are untrusted text
+        else:
+            sys.stdout.write(result.diff())  # to be applied (`| git apply`): byte for byte
         return 0
     if not result.changed:
         echo(f"{script}: nothing to fix automatically ({len(result.remaining)} finding(s) need a person).")
