@@ -404,3 +404,38 @@ def test_an_unwritable_output_is_one_sentence_and_exit_2(tmp_path, not_a_folder,
     assert len(lines) == 1 and "Traceback" not in shown(proc) and "cannot write" in lines[0]
     assert str(not_a_folder) in lines[0] or str(tmp_path) in lines[0]
     assert not (tmp_path / "new.db").exists()  # refused before anything ran or was stored
+
+
+RAW_SOURCE = b"import torch\nx = torch.ones(2).cuda()  # \x1b[2J kept\r\n"
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the terminal's other end is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_diff_into_a_pipe_is_the_exact_patch_and_escaped_on_a_terminal(tmp_path):
+    import pty
+
+    script = tmp_path / "train.py"
+    script.write_bytes(RAW_SOURCE)
+    piped = cli(script, "--diff")
+    assert piped.returncode == 0, shown(piped)
+    assert b"\x1b[2J kept\r\n" in piped.stdout  # byte for byte, so `| git apply` works
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_CHECK_")}
+    proc = subprocess.Popen([sys.executable, "-m", "porting_cli", str(script), "--diff"], cwd=REPO, env=env,
+                            stdout=follower, stderr=subprocess.PIPE)
+    os.close(follower)
+    on_terminal = _read_all(leader)
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    assert b"\x1b" not in on_terminal and b"\\x1b[2J kept" in on_terminal
