@@ -87,7 +87,8 @@ def read_claims(path: str | Path) -> list[ClaimRow]:
         if "api" in roles and "status" in roles:
             return [row for line, cells in table[1:] if (row := _claim_row(path, line, cells, roles))]
     header_line, header = tables[0][0]
-    missing = " and ".join(r for r in ("api", "status") if r not in _column_roles(header))
+    missing = " and ".join(label for role, label in (("api", "API"), ("status", "status"))
+                           if role not in _column_roles(header))
     raise InputError(f"{path}:{header_line}: the table has no recognisable {missing} column "
                      f"(headers: {', '.join(h or '(blank)' for h in header)}; an API column is named e.g. "
                      f"'PyTorch API' or 'op', a status column 'Status' or 'Supported').")
