@@ -108,8 +108,10 @@ def trend_figure(series: Series, by: str) -> dict[str, Any]:
     return {
         "data": [{"type": "scatter", "mode": "lines+markers", "name": name, **t} for name, t in sorted(traces.items())],
         "layout": {
-            "title": {"text": f"{series.name}: pass rate per {by}"},
-            "yaxis": {"title": {"text": "pass rate (%)"}, "range": [0, 101]},
+            # The section heading names the series; a short left title keeps clear of plotly's toolbar.
+            "title": {"text": f"pass rate per {by}", "x": 0.01, "xanchor": "left"},
+            "yaxis": {"title": {"text": "pass rate (%)"}, "range": [-4, 104], "dtick": 20, "zeroline": False},
+            "showlegend": True,
             # Categories, not times: nightly runs are evenly spaced events, and one run
             # on a time axis gets sub-second ticks.
             # categoryarray pins time order even when a trace lacks the first runs.

@@ -55,6 +55,12 @@ def write_dataset(reports: list[Report], out_dir: str | Path, push_to_hub: str |
         raise InputError(f"cannot write the dataset to {out}: it exists and is not a folder.")
     if not out.parent.exists():
         raise InputError(f"cannot write the dataset to {out}: folder {out.parent} does not exist.")
+    import sys
+
+    import datasets
+
+    if not sys.stderr.isatty():
+        datasets.disable_progress_bars()  # quiet in CI logs, as every long step here
     dataset = results_dataset(reports)
     try:
         dataset.save_to_disk(str(out))
