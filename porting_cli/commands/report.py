@@ -57,4 +57,7 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
         from reports.claims import apply_claims_table
 
         apply_claims_table(report, claims_path)
+        if fmt in ("junit", "parquet"):
+            click.echo(f"note: --format {fmt} holds one row per result; the claims verdicts are in "
+                       "table, md, html and json.", err=True)
     write_output(render(report, fmt), output, fmt)
