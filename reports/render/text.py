@@ -11,6 +11,7 @@ from typing import Any
 from tabulate import tabulate
 
 from op_db.records import FAILING
+from reports.claims import text_rows as claims_text_rows
 from reports.model import Matrix, Report
 from reports.sanitize import for_markdown, for_terminal
 
@@ -78,6 +79,11 @@ def _render(report: Report, tablefmt: str, heading) -> str:
                 ["suite", "subject", "variant", "dtype", "mode", "status"],
             )
             _more(out, rows)
+
+    vendor = claims_text_rows(report)
+    if vendor is not None:
+        out.append(heading(f"Vendor claims vs measured ({_cell(report.claims['source'], md)})"))
+        table(*vendor)
 
     out.append(heading("CPU fallbacks"))
     table(
