@@ -78,9 +78,9 @@ def _display(path: str) -> str:
 
 
 def _fix(script: str, write: bool, fix_file) -> int:
-    result = fix_file(script, write=write)
     from reports.sanitize import echo
 
+    result = fix_file(script, write=write)
     if not write:
         if sys.stdout.isatty():
             echo(result.diff(), nl=False)  # to be read: the script's lines are untrusted text

@@ -202,3 +202,21 @@ def test_tolerant_streams_print_what_the_encoding_lacks_as_escapes():
     stream.write("café \ufffd ✓\n")
     stream.flush()
     assert raw.getvalue() == b"caf\\xe9 \\ufffd \\u2713\n"
+
+
+def test_commands_print_only_through_the_sanitiser():
+    """Every command prints with reports.sanitize.echo, so a new message cannot leak escapes."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "porting_cli"
+    raw_prints = []
+    for path in [*sorted((package / "commands").glob("*.py")), package / "options.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+                if (owner, name) in (("click", "echo"), ("click", "secho"), ("", "print")):
+                    raw_prints.append(f"{path.name}:{node.lineno}")
+    assert raw_prints == []
