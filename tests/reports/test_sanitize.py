@@ -220,3 +220,15 @@ def test_commands_print_only_through_the_sanitiser():
                 if (owner, name) in (("click", "echo"), ("click", "secho"), ("", "print")):
                     raw_prints.append(f"{path.name}:{node.lineno}")
     assert raw_prints == []
+
+
+def test_the_store_keeps_raw_text_and_survives_lone_surrogates(tmp_path, hostile_text):
+    from op_db.sample import write_sample_run
+    from op_db.store import Store
+
+    bad = result("op", "float32", "ERROR", message=hostile_text.text + " \ud83d\ude00", first_failure="\udcff")
+    with Store.open(tmp_path / "r.db") as store:
+        run_id = write_sample_run(store, [bad])
+        (stored,) = store.results(run_id)
+    assert stored.message == hostile_text.stored + " \U0001f600"  # ESC, NUL, markup raw; a pair joined
+    assert stored.first_failure == "\ufffd"
