@@ -96,19 +96,21 @@ def _project(project, args: list[str], static_only: bool, device: str | None, si
 
     entry = None if static_only or show_diff or apply_fix else project.require_entry()  # before any work
     scanned = scan_project(project)
+    from reports.sanitize import echo
+
     for warning in scanned.warnings:
-        click.echo(f"neuron-check: warning: {warning}", err=True)
+        echo(f"neuron-check: warning: {warning}", err=True)  # file names are untrusted text
     files = [f["path"] for f in scanned.files]
     if apply_fix:
         fixable = [f["path"] for f in scanned.files if f["fixable"]]
         for rel in fixable:
             _fix(project.path(rel), True, fix_file)
         if not fixable:
-            click.echo(f"{_display(project.root)}: nothing to fix automatically.")
+            echo(f"{_display(project.root)}: nothing to fix automatically.")
         return 0
     patch = "".join(fix_source(read_source(project.path(rel)), rel).diff() for rel in files)
     if show_diff:
-        click.echo(patch, nl=False)
+        _print_patch(patch)
         return 0
     trace = reach = prediction = None
     if entry is not None:
@@ -126,15 +128,21 @@ def _display(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def _print_patch(patch: str) -> None:
+    from reports.sanitize import echo
+
+    if sys.stdout.isatty():
+        echo(patch, nl=False)  # to be read: the script's lines are untrusted text
+    else:
+        sys.stdout.write(patch)  # to be applied (`| git apply`): byte for byte
+
+
 def _fix(script: str, write: bool, fix_file) -> int:
     from reports.sanitize import echo
 
     result = fix_file(script, write=write)
     if not write:
-        if sys.stdout.isatty():
-            echo(result.diff(), nl=False)  # to be read: the script's lines are untrusted text
-        else:
-            sys.stdout.write(result.diff())  # to be applied (`| git apply`): byte for byte
+        _print_patch(result.diff())
         return 0
     if not result.changed:
         echo(f"{script}: nothing to fix automatically ({len(result.remaining)} finding(s) need a person).")
