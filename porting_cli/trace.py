@@ -23,6 +23,10 @@ things, so whatever happens to it (a crash, `os._exit`, an endless loop killed a
     process, rank a child process's records file (proc-PID.jsonl): who it is, its rank
     exception     a child process's exception, with its own user line
 
+A child's outcome: finished, stopped-steps (it exits 0 at --max-steps), raised, terminated
+(SIGTERM: the root ending its tree, or mp.spawn ending a failed rank's siblings), or killed /
+ended (no end record: SIGKILL, or os._exit).
+
 Each child process of the script (mp.spawn ranks, mp.Process, torchrun-style workers) writes its
 own proc-PID.jsonl beside the root's records file; its ops are labelled "rank N" (or "pid N").
 At the end, and at the time limit, every process of the script's tree is killed: the session's
@@ -334,7 +338,7 @@ def merge_processes(result: TraceResult, root: ProcessRecords, folder: str, kill
         label = f"rank {child.rank}" if child.rank is not None else f"pid {info.get('pid', name[5:-6])}"
         _add_uses(result, child, label)
         result.errors += [dict(e, process=label) for e in child.errors]
-        if stopped_by_time or outcome == "stopped-time":
+        if stopped_by_time:
             result.errors += [dict(e, process=label) for e in child.timed_out_ops()]
         remaps.update(child.remaps)
         for op, n in child.fallbacks.items():

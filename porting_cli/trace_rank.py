@@ -200,7 +200,7 @@ class ProcessTrace:
         follow_forks(self)
 
     def _on_term(self, signum: int, frame: Any) -> None:
-        self.finish("stopped-time")
+        self.finish("terminated")  # the root at its limit, or mp.spawn ending a failed rank's siblings
         os._exit(128 + signum)
 
     def snapshot(self) -> None:

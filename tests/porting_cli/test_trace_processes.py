@@ -70,7 +70,8 @@ def test_a_failing_rank_is_blamed_on_its_own_line_not_on_the_spawn_call(neuron_c
     assert exc["via"] == f"ProcessRaisedException at rank_raises.py:{marked(script, 'spawn')}"
     assert exc["user_traceback"][-2].startswith(f"rank_raises.py:{marked(script, 'call')} in work")
     assert exc["process"] == "rank 1"
-    assert sorted((p["rank"], p["outcome"]) for p in report["runtime"]["processes"]) == [(0, "finished"), (1, "raised")]
+    outcomes = dict((p["rank"], p["outcome"]) for p in report["runtime"]["processes"])
+    assert outcomes[1] == "raised" and outcomes[0] in ("finished", "terminated")  # mp.spawn may end rank 0
     assert report["verdict"] == "blocked"
     assert f"the script raised ValueError at rank_raises.py:{marked(script, 'raise')} on the target" in report["reasons"]
 
