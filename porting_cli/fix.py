@@ -53,6 +53,14 @@ PRELUDE: tuple[tuple[str, str, str], ...] = (
      "def {bf16}(*args, **kwargs):\n"
      '    check = getattr(torch.get_device_module({device}), "is_bf16_supported", None)\n'
      '    return check(*args, **kwargs) if check is not None else {device}.type != "cpu"\n'),
+    ("memory", "# neuron-check: a torch.accelerator memory statistic; `default` where the backend keeps none",
+     "def {memory}(name, default, *args, **kwargs):\n"
+     "    if not torch.accelerator.is_available():\n"
+     "        return default\n"
+     "    try:\n"
+     "        return getattr(torch.accelerator, name)(*args, **kwargs)\n"
+     "    except RuntimeError:  # the backend's allocator keeps no statistics\n"
+     "        return default\n"),
 )
 
 
@@ -101,7 +109,7 @@ def _prelude_text(parts: set[str], device_name: str, existing: set[str], need_to
             spacing = "\n\n" if code.startswith("def ") else "\n"
             chunks.append(spacing + comment + "\n" + code.format(**names))
     if any(code.startswith("def ") for part, _, code in PRELUDE if part in parts and names[part] not in existing):
-        chunks.append("\n")
+        chunks.append("\n\n")
     return "".join(chunks)
 
 

@@ -129,7 +129,7 @@ def prelude_names(device_name: str) -> dict[str, str]:
     """The names the prelude of a fixed file binds, derived from the device's name."""
     low = device_name.lower()
     return {"device": device_name, "type": f"{device_name}_TYPE", "device_for": f"{low}_for",
-            "bf16": f"{low}_supports_bf16"}
+            "bf16": f"{low}_supports_bf16", "memory": f"{low}_memory"}
 
 
 def expr(code: str) -> cst.BaseExpression:

@@ -32,8 +32,9 @@ API: dict[str, tuple[str, str, str | None]] = {
     "reset_accumulated_memory_stats": ("NC207", "torch.accelerator.reset_accumulated_memory_stats",
                                        "None"),
     "mem_get_info": ("NC207", "torch.accelerator.get_memory_info", "(0, 0)"),
-    "manual_seed": ("NC208", "torch.manual_seed", UNGUARDED),
-    "manual_seed_all": ("NC208", "torch.manual_seed", UNGUARDED),
+    # the accelerator's own generator, as on CUDA (torch.manual_seed would reseed the CPU too)
+    "manual_seed": ("NC208", "torch.get_device_module({device}).manual_seed", "None"),
+    "manual_seed_all": ("NC208", "torch.get_device_module({device}).manual_seed_all", "None"),
     "get_device_name": ("NC209", "", None),
     "get_device_properties": ("NC209", "", None),
     "get_device_capability": ("NC209", "", None),
@@ -95,6 +96,12 @@ class CudaApiVisitor(ReferenceFamily):
             self.report(node, rule)
             return
         call = self.call_of(node)
+        if rule == "NC207" and call is not None:  # backends without a device allocator raise there
+            def memory_edit(c: cst.Call, name=replacement.rpartition(".")[2], default=default) -> cst.Call:
+                base = self.ctx.helper("memory", cst.SimpleString(f'"{name}"'), expr(default))
+                return base.with_changes(args=[*base.args, *c.args])
+            self.report(node, rule, edit_node=call, edit=memory_edit)
+            return
         if call is None:  # a reference that is not called: only plain renames are safe
             if default is UNGUARDED:
                 self.report(node, rule, edit=lambda _: expr(replacement))
@@ -102,7 +109,9 @@ class CudaApiVisitor(ReferenceFamily):
                 self.report(node, rule)
             return
         def new_func(updated: cst.Call) -> cst.Call:
-            return updated.with_changes(func=expr(replacement))
+            code = replacement.format(device=self.ctx.device().value) if "{device}" in replacement \
+                else replacement
+            return updated.with_changes(func=expr(code))
         if default is UNGUARDED:
             self.report(node, rule, edit=new_func, edit_node=call)
             return

@@ -87,10 +87,11 @@ RULES: tuple[Rule, ...] = (
     _R("NC206", "cuda-api", "cuda-empty-cache", "error", "none",
        "use `torch.accelerator.empty_cache()` (guarded by `torch.accelerator.is_available()`)", True),
     _R("NC207", "cuda-api", "cuda-memory-stats", "error", "none",
-       "use the `torch.accelerator` memory API of the same name (guarded by "
-       "`torch.accelerator.is_available()`)", True),
+       "use the `torch.accelerator` memory API of the same name (guarded: without an accelerator, "
+       "or where the backend's allocator keeps no statistics, the fix returns a default)", True),
     _R("NC208", "cuda-api", "cuda-manual-seed", "warning", "none",
-       "use `torch.manual_seed(seed)`, which seeds every device", True),
+       "seed the current accelerator's generator: `torch.get_device_module(device).manual_seed_all(seed)` "
+       "(guarded by `torch.accelerator.is_available()`; `torch.manual_seed` would reseed the CPU too)", True),
     _R("NC209", "cuda-api", "cuda-device-properties", "info", "low",
        "CUDA device properties have no device-agnostic equivalent; use "
        "`torch.accelerator.current_accelerator()` / `torch.accelerator.get_device_capability()`"),

@@ -31,9 +31,14 @@ REWRITES = [
      "import torch\nfor i in range(2):\n    if torch.accelerator.is_available():\n"
      "        torch.accelerator.synchronize()  # wait\n"),
     ("import torch\nmb = torch.cuda.memory_allocated() / 2**20\n",
-     "import torch\nmb = (torch.accelerator.memory_allocated() if torch.accelerator.is_available() else 0)"
-     " / 2**20\n"),
-    ("import torch\ntorch.cuda.manual_seed_all(0)\n", "import torch\ntorch.manual_seed(0)\n"),
+     "import torch\n" + PRELUDE + "\n\n# neuron-check: a torch.accelerator memory statistic; `default` where "
+     "the backend keeps none\ndef device_memory(name, default, *args, **kwargs):\n"
+     "    if not torch.accelerator.is_available():\n        return default\n    try:\n"
+     "        return getattr(torch.accelerator, name)(*args, **kwargs)\n"
+     "    except RuntimeError:  # the backend's allocator keeps no statistics\n        return default\n\n\n"
+     'mb = device_memory("memory_allocated", 0) / 2**20\n'),
+    ("import torch\ntorch.cuda.manual_seed_all(0)\n", "import torch\n" + PRELUDE +
+     "if torch.accelerator.is_available():\n    torch.get_device_module(DEVICE).manual_seed_all(0)\n"),
     ("import torch\nwith torch.cuda.amp.autocast(True, torch.float16):\n    pass\n",
      "import torch\n" + PRELUDE +
      "with torch.amp.autocast(DEVICE.type, enabled=True, dtype=torch.float16):\n    pass\n"),
