@@ -3,8 +3,9 @@
 Every user line the runtime remapped (porting_cli/remap.py logs them) becomes one finding of
 the runtime rule NCRT1, "works by remap; fix: ...", so it counts in the verdict like a static
 finding. Where the static scan already reports the same line, the remap finding says so and
-adds no effort of its own (effort `none`); a line only the runtime saw (say a device taken
-from a config value) is a `low` item. Remaps made inside library code have no user line and
+is informational (severity `info`, effort `none`): the change is the static finding's, counted
+once. A line only the runtime saw (say a device taken from a config value) is a `warning` of
+`low` effort that needs a change. Remaps made inside library code have no user line and
 stay in the report's `remapped` list only.
 """
 
@@ -67,7 +68,8 @@ def remap_findings(remapped: list[dict[str, Any]], static: list[dict[str, Any]],
         source = _source_line(path, line, base_dir)
         findings.append({
             "rule": REMAP_RULE["id"], "path": path, "line": line, "col": 1, "end_line": line,
-            "end_col": len(source) + 1, "severity": REMAP_RULE["severity"],
+            # A line the scan reports is that finding's change: this one only confirms it.
+            "end_col": len(source) + 1, "severity": "info" if covered is not None else REMAP_RULE["severity"],
             "effort": "none" if covered is not None else REMAP_RULE["effort"],
             "message": message, "fixable": bool(covered and covered["fixable"]),
             "family": REMAP_RULE["family"], "source_line": source,

@@ -29,12 +29,15 @@ def test_a_line_only_the_remap_saw_turns_ready_into_ready_with_fixes(tmp_path, m
                                   "fix: pass the chosen device instead of a 'cuda' device")
     assert finding["source_line"] == "x = torch.ones(2, device=device)"
     assert report["effort"]["hours"] > 0 and report["rules"]["NCRT1"]["name"] == "works-by-remap"
+    [item] = [i for i in report["items"] if i["rules"] == ["NCRT1"]]
+    assert item["needs_change"] and item["effort"] == "low"
 
 
 def test_a_line_the_scan_already_reports_is_marked_covered_and_adds_no_effort():
     static = [{"rule": "NC101", "path": "./m.py", "line": 4, "severity": "error", "fixable": True}]
     [finding] = remap_findings([{"site": "m.py:4", "what": "Module.cuda() -> .to('sim')", "count": 1}], static)
-    assert (finding["covered_by"], finding["effort"], finding["fixable"]) == ("NC101", "none", True)
+    assert (finding["covered_by"], finding["effort"], finding["severity"], finding["fixable"]) == (
+        "NC101", "none", "info", True)
     assert finding["message"].endswith("(the scan reports this line as NC101)")
 
 
