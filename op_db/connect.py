@@ -28,15 +28,24 @@ def uri(path: Path, **params: str) -> str:
     return f"file:{quote(str(path.resolve()))}" + (f"?{query}" if query else "")
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """A connection that cannot write `path` or create anything beside it.
+def connect_readonly(path: Path, *, snapshot: bool = False) -> sqlite3.Connection:
+    """A connection that cannot write `path`.
 
-    A WAL database is normally read with `mode=ro`, which still needs to create
-    the `-shm` file next to it. Where the folder (or the file) is read-only that
-    fails, and the file is opened `immutable` instead: nobody without write
-    access can be changing it. Committed pages still sitting in a `-wal` file
-    would be invisible that way, so such a file is refused rather than read stale.
+    A WAL database is normally read with `mode=ro`, which still creates the
+    `-wal` and `-shm` files next to it (harmless for a valid database: they are
+    SQLite's own). Where the folder (or the file) is read-only that fails, and
+    the file is opened `immutable` instead: nobody without write access can be
+    changing it. Committed pages still sitting in a `-wal` file would be
+    invisible that way, so such a file is refused rather than read stale.
+
+    `snapshot` asks for the `immutable` reading whenever no `-wal` file exists
+    (no writer has the file open), so that a check which may refuse the file
+    leaves nothing beside it; a writer starting meanwhile could make such a
+    reading see a torn page, so the caller must recheck anything it finds.
     """
+    wal = path.with_name(path.name + "-wal")
+    if snapshot and not wal.exists():
+        return sqlite3.connect(uri(path, mode="ro", immutable="1"), uri=True)
     conn = sqlite3.connect(uri(path, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -45,7 +54,6 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         conn.close()
         if _error_code(exc) not in _NO_WRITE_ACCESS:
             raise
-    wal = path.with_name(path.name + "-wal")
     if wal.exists() and wal.stat().st_size > 0:
         raise InputError(
             f"database {path} has committed results in {wal.name} that cannot be read without write access "

@@ -36,7 +36,7 @@ from typing import Any
 
 from op_db.errors import InputError
 from op_db.ownership import ABANDONED, RUNNING
-from op_db.store import OWNER_FIELDS, Store, open_for_reading
+from op_db.store import OWNER_FIELDS, Store, check_writable_store, open_for_reading
 
 # Options that may differ between the shards of one run: the shard itself, the
 # worker count (parallelism changes no result), and the group label.
@@ -100,6 +100,7 @@ def merge_stores(inputs: list[str | Path], output: str | Path) -> list[dict[str,
     for path in inputs:
         if Path(path).resolve() == resolved_out:
             raise InputError(f"the output {output} is also an input; write the merge to a new file.")
+    check_writable_store(output)  # a bad output stops the merge before any input is read
     # Read every input fully before writing, so a bad input stops the merge before OUT changes.
     parts: list[Part] = []
     for path in inputs:

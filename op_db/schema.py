@@ -107,12 +107,25 @@ def _check_is_ours(path: Path) -> None:
         return  # an empty file is a new database
     if head != _SQLITE_MAGIC:
         raise InputError(f"{path} is not an SQLite database (corrupt or another kind of file).")
+    problems = _integrity_problems(path, snapshot=True)
+    if problems and path.with_name(path.name + "-wal").exists():
+        problems = _integrity_problems(path, snapshot=False)  # a writer started: check under its locks
+    if problems:
+        raise InputError(
+            f"{path} is a corrupt database (SQLite's integrity check: {_first_problem(problems)}); "
+            "restore it or pass --db with another file."
+        )
+
+
+def _integrity_problems(path: Path, *, snapshot: bool) -> list[str]:
+    """What `PRAGMA quick_check` finds wrong, or the error that stopped it (empty when the file
+    is sound); InputError for a foreign file."""
     try:
-        conn = connect_readonly(path)
+        conn = connect_readonly(path, snapshot=snapshot)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if not tables:
-                return
+                return []
             if "schema_info" not in tables:
                 raise InputError(f"{path} is an SQLite database of another application, not neuron-check.")
             app = conn.execute("SELECT value FROM schema_info WHERE key = 'app'").fetchone()
@@ -122,12 +135,8 @@ def _check_is_ours(path: Path) -> None:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        raise InputError(f"{path} is a corrupt database ({exc}); restore it or pass --db with another file.") from None
-    if problems != ["ok"]:
-        raise InputError(
-            f"{path} is a corrupt database (SQLite's integrity check: {_first_problem(problems)}); "
-            "restore it or pass --db with another file."
-        )
+        return [str(exc)]
+    return [] if problems == ["ok"] else problems
 
 
 def _first_problem(problems: list[str]) -> str:

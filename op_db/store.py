@@ -337,6 +337,16 @@ def _row_result(row: sqlite3.Row) -> Result:
     return Result.from_dict(data)
 
 
+def check_writable_store(path: str | os.PathLike) -> None:
+    """Raise what `Store.open(path)` would refuse, without creating or writing anything."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a neuron-check database.")
+    if path.exists():
+        _check_is_ours(path)
+    check_writable(path)
+
+
 def open_for_reading(path: str | os.PathLike | None = None) -> Store:
     """Open read-only for reports; a writable file of an older schema is migrated first.
 
