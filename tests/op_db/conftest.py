@@ -139,10 +139,10 @@ def sandbox(tmp_path: Path):
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def db_files():
     """The builders above, for tests: `db_files.make_db(path)` and so on."""
     import types
 
     return types.SimpleNamespace(make_db=make_db, corrupt_page=corrupt_page, make_v1_db=make_v1_db,
-                                 digest=digest, run_cli=run_cli, one_sentence=one_sentence)
+                                 digest=digest, run_cli=run_cli, one_sentence=one_sentence, cli_env=cli_env)
