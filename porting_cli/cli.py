@@ -28,6 +28,7 @@ COMMANDS = {
     "dashboard": "dashboard",
     "coverage": "coverage",
     "profile": "profile",
+    "claims": "claims",
 }
 
 EXIT_OK, EXIT_TRIPPED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3

@@ -30,6 +30,13 @@ sim_profile_option = click.option(
 )
 
 
+series_option = click.option(
+    "--series", "series", envvar="NEURON_CHECK_SERIES", default=None, metavar="NAME",
+    help="Name the dashboard series this run belongs to (default: derived from backend, device, suite "
+    "and selection; also $NEURON_CHECK_SERIES).",
+)
+
+
 def format_option(*choices: str, default: str = "table"):
     return click.option(
         "--format",

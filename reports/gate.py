@@ -53,6 +53,8 @@ class GateOutcome:
     unexpected_passes: list[tuple[Result, dict[str, Any]]]
     status_changes: list[tuple[Result, dict[str, Any]]]  # failing, but not as the manifest says
     strict: bool
+    # Vendor-claimed rows measured failing (`gate --claims T --fail-on-claims`), see reports.claims.
+    claims_failing: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def tripped(self) -> bool:
@@ -61,6 +63,7 @@ class GateOutcome:
             or self.unexpected_failures
             or self.status_changes
             or (self.strict and self.unexpected_passes)
+            or self.claims_failing
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +81,8 @@ class GateOutcome:
             "unexpected_failures": [{**item(r), "message": r.message} for r in self.unexpected_failures],
             "unexpected_passes": [{**item(r), "manifest_status": e.get("status")} for r, e in self.unexpected_passes],
             "status_changes": [{**item(r), "manifest_status": e.get("status")} for r, e in self.status_changes],
+            "claims_failing": [{k: row[k] for k in ("op", "line", "claim", "measured", "items")}
+                               for row in self.claims_failing],
         }
 
 
@@ -134,6 +139,9 @@ def render_outcome(outcome: GateOutcome, limit: int = 50) -> str:
          [f"{name(r)} (manifest: {e.get('status')})" for r, e in outcome.status_changes]),
         ("expected failures that now pass" + (" (--strict: these fail the gate)" if outcome.strict else ""),
          [f"{name(r)} (manifest: {e.get('status') or 'any failure'})" for r, e in outcome.unexpected_passes]),
+        ("claimed rows that fail (--fail-on-claims)",
+         [f"line {row['line']} {row['op']} claimed {row['claim']}, measured "
+          + ", ".join(f"{d} {s}" for d, s in row["measured"].items()) for row in outcome.claims_failing]),
         ("improvements", [f"{name(c)} (was {b.status.value})" for b, c in outcome.improvements]),
         ("new items", [name(r) for r in outcome.new]),
         ("vanished items", [name(r) for r in outcome.vanished]),

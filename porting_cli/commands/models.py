@@ -9,6 +9,7 @@ import click
 from porting_cli.options import (
     db_option, device_option, engine_options, executor_options, format_option, sim_profile_option, split_list,
 )
+from porting_cli.options import series_option
 
 SUITE = "model"
 
@@ -35,9 +36,10 @@ SUITE = "model"
 @format_option("table", "json")
 @engine_options(default_timeout=300.0)
 @executor_options
+@series_option
 def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_backend, grad, generate, attn,
             no_divergence, list_only, check_build, fmt, jobs, timeout_s, seed, resume, junit_path, fail_on,
-            strict_fallback, run_group, executor, ray_address) -> int:
+            strict_fallback, run_group, executor, ray_address, series=None) -> int:
     """Build tiny Transformers models from their default configs and run them on a device:
     logits (and with --grad gradients, with --generate greedy tokens) against CPU.
 
@@ -62,7 +64,7 @@ def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_b
     fresh = {"suite": SUITE, "archs": selection(archs, "--arch"), "tasks": selection(tasks, "--task"),
              "dtypes": selection(dtypes, "--dtype"), "modes": selection(modes, "--mode"), "grad": grad,
              "generate": generate, "attn": attn, "divergence": not no_divergence, "seed": seed,
-             "compile_backend": compile_backend, "run_group": run_group}
+             "compile_backend": compile_backend, "run_group": run_group, "series": series}
     store = Store.open(db_path)
     if resume is not None:
         run_id, saved, adapter, device_string = resume_run(

@@ -7,6 +7,7 @@ import click
 from porting_cli.options import (
     db_option, device_option, engine_options, executor_options, sim_profile_option, split_list,
 )
+from porting_cli.options import series_option
 
 SUITE = "opinfo"
 
@@ -29,9 +30,10 @@ SUITE = "opinfo"
 @click.option("--reference-inputs", is_flag=True, help="Use OpInfo's larger reference_inputs instead of sample_inputs.")
 @engine_options(default_timeout=120.0)
 @executor_options
+@series_option
 def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, compile_backend, shard, max_samples,
             reference_inputs, jobs, timeout_s, seed, resume, junit_path, fail_on, strict_fallback, run_group,
-            executor, ray_address) -> int:
+            executor, ray_address, series=None) -> int:
     """Run OpInfo ops on a device and compare every sample with CPU.
 
     \b
@@ -61,7 +63,7 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
                             shard=shard)
     parse_shard(shard)
     fresh = {"suite": SUITE, **requested.to_dict(), "max_samples": max_samples, "reference_inputs": reference_inputs,
-             "seed": seed, "compile_backend": compile_backend, "run_group": run_group}
+             "seed": seed, "compile_backend": compile_backend, "run_group": run_group, "series": series}
     store = Store.open(db_path)
     if resume is not None:
         run_id, saved, adapter, device_string = resume_run(

@@ -11,6 +11,7 @@ from typing import Any
 from tabulate import tabulate
 
 from op_db.records import FAILING
+from reports.claims import text_rows as claims_text_rows
 from reports.model import Matrix, Report
 
 LIST_LIMIT = 30  # rows per list section; the JSON/HTML/Parquet exports hold everything
@@ -77,6 +78,11 @@ def _render(report: Report, tablefmt: str, heading) -> str:
                 ["suite", "subject", "variant", "dtype", "mode", "status"],
             )
             _more(out, rows)
+
+    vendor = claims_text_rows(report)
+    if vendor is not None:
+        out.append(heading(f"Vendor claims vs measured ({report.claims['source']})"))
+        table(*vendor)
 
     out.append(heading("CPU fallbacks"))
     table(
