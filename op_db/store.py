@@ -4,6 +4,10 @@ One file holds `runs` (one row per invocation) and `results` (one row per
 WorkItem of a run). Every result is committed in its own transaction as it is
 produced, so a killed run loses nothing; the file runs in WAL mode with a busy
 timeout so several processes can write different runs at once.
+
+A run row records its owner (host, pid, process start) and a heartbeat
+(`op_db.ownership`); a run marked running whose owner is gone reads as
+`abandoned`, and `claim_run` hands a run to a resuming process only then.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from op_db.schema import (  # noqa: F401  (MIGRATIONS, SCHEMA_VERSION, APP_ID: r
     SCHEMA_VERSION,
     _check_is_ours,
     reader_connection,
-    schema_version,
     writer_connection,
 )
 from op_db.records import RESULT_FIELDS, Result, Status, WorkItem

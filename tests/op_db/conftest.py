@@ -36,9 +36,7 @@ def make_db(path: Path, results: int = 300) -> Path:
     with Store.open(path) as store:
         run_id = store.create_run(backend="sim", device="sim", simulated=True,
                                   options={"suite": "opinfo", "ops": ["add"], "dtypes": ["float32"]})
-        with store._conn:
-            for i in range(results):
-                store._insert_result(run_id, result(f"op{i}", "float32", "PASS"))
+        store.add_results(run_id, [result(f"op{i}", "float32", "PASS") for i in range(results)])
         store.finish_run(run_id)
     return path
 
@@ -146,3 +144,26 @@ def db_files():
 
     return types.SimpleNamespace(make_db=make_db, corrupt_page=corrupt_page, make_v1_db=make_v1_db,
                                  digest=digest, run_cli=run_cli, one_sentence=one_sentence, cli_env=cli_env)
+
+
+def overwrite_run(path: Path, run_id: int, **columns) -> None:
+    """Overwrite columns of a run row directly, as another process or an older version left it."""
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in columns)} WHERE id = ?",
+                     (*columns.values(), run_id))
+    conn.close()
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def set_run():
+    """`set_run(path, run_id, column=value, ...)`: see `overwrite_run`."""
+    return overwrite_run

@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -16,22 +15,11 @@ from op_db.errors import InputError
 from op_db.store import Store, open_for_reading
 
 
-def set_run(path, run_id, **columns):
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in columns)} WHERE id = ?",
-                     (*columns.values(), run_id))
-    conn.close()
 
 
-@pytest.fixture
-def dead_pid():
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
 
 
-def test_runs_shows_a_run_whose_owner_died_as_abandoned(tmp_path, dead_pid, db_files):
+def test_runs_shows_a_run_whose_owner_died_as_abandoned(tmp_path, dead_pid, db_files, set_run):
     db = tmp_path / "r.db"
     with Store.open(db) as store:
         store.create_run(backend="sim", device="sim")

@@ -4,7 +4,6 @@ claimed twice; older databases are migrated with their runs judged by their last
 import datetime as dt
 import os
 import platform
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,12 +21,6 @@ def iso(seconds_ago: float) -> str:
     return moment.isoformat(timespec="seconds")
 
 
-def set_run(path, run_id, **columns):
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in columns)} WHERE id = ?",
-                     (*columns.values(), run_id))
-    conn.close()
 
 
 @pytest.fixture
@@ -43,11 +36,6 @@ def status_of(path, run_id=1):
         return store.run(run_id)["status"]
 
 
-@pytest.fixture
-def dead_pid():
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
 
 
 @pytest.fixture
@@ -68,12 +56,12 @@ def test_a_new_run_is_owned_by_this_process_and_running(db):
     assert run["status"] == "running" and run["heartbeat"] == run["started"]
 
 
-def test_a_run_whose_process_died_is_abandoned(db, dead_pid):
+def test_a_run_whose_process_died_is_abandoned(db, dead_pid, set_run):
     set_run(db, 1, owner_pid=dead_pid, owner_started=None)
     assert status_of(db) == "abandoned"
 
 
-def test_a_run_whose_pid_was_reused_by_another_process_is_abandoned(db):
+def test_a_run_whose_pid_was_reused_by_another_process_is_abandoned(db, set_run):
     # Same pid, but the process now holding it started at another time.
     set_run(db, 1, owner_started=process_start_time(os.getpid()) - 1000)
     assert status_of(db) == "abandoned"
@@ -91,7 +79,7 @@ def test_a_zombie_owner_is_gone():
 
 
 @pytest.mark.parametrize("seconds_ago, expected", [(10, "running"), (3600, "abandoned")])
-def test_another_hosts_run_is_judged_by_its_heartbeat(db, seconds_ago, expected):
+def test_another_hosts_run_is_judged_by_its_heartbeat(db, seconds_ago, expected, set_run):
     set_run(db, 1, owner_host="some-other-host", heartbeat=iso(seconds_ago))
     assert status_of(db) == expected
 
@@ -106,14 +94,14 @@ def test_liveness_rule_thresholds():
     assert not owner_alive(None, None, now=now, here=here)
 
 
-def test_a_finished_run_is_finished_whatever_its_owner(db, dead_pid):
+def test_a_finished_run_is_finished_whatever_its_owner(db, dead_pid, set_run):
     with Store.open(db) as store:
         store.finish_run(1)
     set_run(db, 1, owner_pid=dead_pid)
     assert status_of(db) == "finished"
 
 
-def test_a_live_run_cannot_be_claimed(db, live_process):
+def test_a_live_run_cannot_be_claimed(db, live_process, set_run):
     set_run(db, 1, owner_pid=live_process.pid, owner_started=process_start_time(live_process.pid))
     with Store.open(db) as store:
         with pytest.raises(InputError, match=f"run 1 is still running \\(process {live_process.pid} on "):
@@ -121,7 +109,7 @@ def test_a_live_run_cannot_be_claimed(db, live_process):
         assert store.run(1)["owner_pid"] == live_process.pid
 
 
-def test_an_abandoned_run_is_claimed_by_the_resuming_process(db, dead_pid):
+def test_an_abandoned_run_is_claimed_by_the_resuming_process(db, dead_pid, set_run):
     set_run(db, 1, owner_pid=dead_pid, heartbeat=iso(3600), finished=iso(3000), status="interrupted")
     with Store.open(db) as store:
         store.claim_run(1)
@@ -130,7 +118,7 @@ def test_an_abandoned_run_is_claimed_by_the_resuming_process(db, dead_pid):
     assert run["heartbeat"] >= iso(5)
 
 
-def test_results_and_the_timer_refresh_the_heartbeat(db):
+def test_results_and_the_timer_refresh_the_heartbeat(db, set_run):
     old = iso(3600)
     set_run(db, 1, heartbeat=old)
     with Store.open(db) as store:
