@@ -134,6 +134,14 @@ def engine_options(default_timeout: float = 120.0):
     return decorate
 
 
+def check_outputs(junit_path: str | None) -> None:
+    """Refuse an unwritable --junit before a run starts: known in a second, not after an hour."""
+    if junit_path:
+        from reports.render.junit import check_target
+
+        check_target(junit_path)
+
+
 def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
     """The statuses of --fail-on (InputError for an unknown one), plus FALLBACK when strict."""
     from op_db.records import Status
@@ -151,13 +159,14 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
     from reports.render.summary import summary_table
+    from reports.sanitize import echo
 
     label = " (simulated)" if adapter.simulated else ""
-    click.echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
+    echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
     with store.keep_alive(run_id):
         summary = run_items(items, config, store, run_id, progress=True)
     results = store.results(run_id)
-    click.echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
+    echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
                              interrupted=summary.interrupted))
     if junit_path:
         from reports.render.junit import write_junit

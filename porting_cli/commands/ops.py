@@ -54,10 +54,13 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
     from op_db.errors import InputError
     from op_db.inventory import store_coverage
     from op_db.store import Store
-    from porting_cli.options import fail_statuses, resolve_device, resume_run, run_and_report, selection
+    from porting_cli.options import (
+        check_outputs, fail_statuses, resolve_device, resume_run, run_and_report, selection,
+    )
     from porting_cli.resume import requested_sim_profile
 
     failing = fail_statuses(fail_on, strict_fallback)
+    check_outputs(junit_path)
     requested = PlanOptions(ops=tuple(selection(ops, "--ops")), exclude=tuple(split_list(exclude)),
                             dtypes=tuple(parse_dtypes(selection(dtypes, "--dtype"))), grad=grad, mode=mode,
                             shard=shard)
