@@ -54,19 +54,25 @@ def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_b
         return 0
     from op_db.store import Store
     from porting_cli.options import (
-        check_outputs, executor_settings, fail_statuses, resolve_device, resume_run, run_and_report,
+        check_outputs, executor_settings, fail_statuses, resolve_device, resume_run, run_and_report, selection,
     )
+    from porting_cli.resume import requested_sim_profile
 
     failing = fail_statuses(fail_on, strict_fallback)
     check_outputs(junit_path)
+    fresh = {"suite": SUITE, "archs": selection(archs, "--arch"), "tasks": selection(tasks, "--task"),
+             "dtypes": selection(dtypes, "--dtype"), "modes": selection(modes, "--mode"), "grad": grad,
+             "generate": generate, "attn": attn, "divergence": not no_divergence, "seed": seed,
+             "compile_backend": compile_backend, "run_group": run_group, "series": series}
     store = Store.open(db_path)
     if resume is not None:
-        run_id, saved, adapter, device_string = resume_run(store, resume, SUITE, "models")
+        run_id, saved, adapter, device_string = resume_run(
+            store, resume, SUITE, "models",
+            {**fresh, "timeout_s": timeout_s, "sim_profile": requested_sim_profile(sim_profile)},
+            renamed={"no_divergence": "divergence"})
+        timeout_s = saved.get("timeout_s", timeout_s)
     else:
-        saved = {"suite": SUITE, "archs": split_list(archs), "tasks": split_list(tasks), "dtypes": split_list(dtypes),
-                 "modes": split_list(modes), "grad": grad, "generate": generate, "attn": attn,
-                 "divergence": not no_divergence, "seed": seed, "compile_backend": compile_backend,
-                 "run_group": run_group, "series": series}
+        saved = fresh
         adapter, device_string = resolve_device(device, sim_profile)
     items = plan(saved["archs"], saved["tasks"], saved["dtypes"], saved["modes"], saved["grad"], saved["generate"])
     config = _config(adapter, device_string, saved, jobs, timeout_s).with_(**executor_settings(executor, ray_address))

@@ -91,8 +91,6 @@ def test_fixed_script_runs_on_cpu(name, tmp_path):
     assert on_cpu.returncode == 0, on_cpu.stderr[-2000:]
 
 
-@pytest.mark.xfail(strict=True, reason="sim has no torch.accelerator.synchronize (RuntimeError: Backend "
-                   "doesn't support synchronizing all streams on device); open with the sim owners")
 def test_fixed_script_runs_on_sim(tmp_path):
     _, fixed, _ = fixed_copy("equiv_train.py", tmp_path)
     on_sim = run(["-c", ON_SIM, str(fixed)], tmp_path)
