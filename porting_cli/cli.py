@@ -82,8 +82,12 @@ class NeuronCheckGroup(click.Group):
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
-            exc.message = for_terminal(exc.message)  # usage errors quote what was typed
-            exc.show()
+            # One line, like every other error: click's own three-line usage block is noise in
+            # a CI log, and the message quotes what was typed, so it is escaped.
+            where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else None
+            hint = f" (see '{where} --help')" if where else ""
+            message = for_terminal(exc.format_message()).rstrip(".")
+            click.echo(f"neuron-check: error: {message}{hint}.", err=True)
             sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
         except click.Abort:
             click.echo("neuron-check: interrupted.", err=True)
