@@ -65,10 +65,11 @@ def plain_loop(dtypes: list[str], threads: int | None = None) -> None:
     from torch.utils import _pytree as pytree
 
     import conformance.sim as sim
-    from conformance.planning import PlanOptions, plan
+    from conformance.planning import OpsOptions
+    from conformance.suite import plan as plan_command
 
     sim.register()
-    wanted = {(i.subject, i.dtype) for i in plan(PlanOptions(dtypes=tuple(dtypes)), "sim")}
+    wanted = {(i.subject, i.dtype) for i in plan_command("ops", OpsOptions(dtypes=tuple(dtypes)))}
     items = samples = 0
     for op in op_db:
         for dtype_name in dtypes:

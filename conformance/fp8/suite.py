@@ -55,58 +55,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from conformance.fp8.inputs import FP8_NAMES, PRIMARY_FP8, WIDE_NAMES, fp8_dtype
-from op_db.errors import InputError
-from op_db.records import Result, Status, WorkItem, shorten
+from conformance.fp8.inputs import PRIMARY_FP8, fp8_dtype
+from conformance.fp8.plan import SUBJECTS, plan_ops
+from conformance.outcome import (
+    Missing, NotApplicable, ReferenceFailed, classify_exception, describe_exception, result_for,
+)
+from conformance.planning import OpsOptions
+from op_db.records import Result, Status, WorkItem
 
 SUITE = "fp8"
-SUBJECTS: dict[str, tuple[str, ...]] = {
-    "cast": tuple(f"from_{w}" for w in WIDE_NAMES) + tuple(f"to_{w}" for w in WIDE_NAMES),
-    "scaled_mm": ("per_tensor", "rowwise"),
-    "movement": ("copy", "view", "cat", "index_select", "transpose"),
-    "opinfo": (),  # variants: OpInfo full names, found per dtype
-}
-MODES = ("eager", "compile")
-
-
-def expand_dtypes(dtypes: list[str]) -> list[str]:
-    """'fp8' -> every FP8 format this torch has; float8_* names are checked and kept."""
-    found: list[str] = []
-    for name in dtypes:
-        name = name.strip().lower().removeprefix("torch.")
-        names = [n for n in FP8_NAMES if fp8_dtype(n) is not None] if name == "fp8" else [name]
-        for n in names:
-            if n not in FP8_NAMES:
-                raise InputError(f"unknown FP8 dtype {name!r}; use fp8 or one of {', '.join(FP8_NAMES)}.")
-            if n not in found:
-                found.append(n)
-    return found
-
-
-def plan(dtypes: list[str], *, mode: str, grad: bool = False, subjects: list[str] | None = None) -> list[WorkItem]:
-    """The FP8 items for `dtypes` ('fp8' or float8_* names) in one mode.
-
-    `subjects` narrows to some of cast, scaled_mm, movement, opinfo (None: all).
-    `grad` is accepted for symmetry with the OpInfo plan; FP8 has no backward items.
-    """
-    if mode not in MODES:
-        raise InputError(f"unknown mode {mode!r}; use {' or '.join(MODES)}.")
-    chosen = list(SUBJECTS) if subjects is None else subjects
-    for subject in chosen:
-        if subject not in SUBJECTS:
-            raise InputError(f"unknown FP8 subject {subject!r}; use {', '.join(SUBJECTS)}.")
-    items = []
-    for dtype in expand_dtypes(dtypes):
-        for subject in chosen:
-            variants = SUBJECTS[subject] if subject != "opinfo" else _opinfo_variants(dtype)
-            items.extend(WorkItem(SUITE, subject, variant, dtype, mode) for variant in variants)
-    return items
-
-
-def _opinfo_variants(dtype: str) -> list[str]:
-    from conformance.fp8.opinfo import fp8_opinfo_names
-
-    return fp8_opinfo_names(dtype)
 
 
 def prepare(ctx: Any) -> None:
@@ -122,31 +79,30 @@ def run_item(item: WorkItem, ctx: Any) -> Result:
 
 
 def _run(item: WorkItem, ctx: Any) -> Result:
-    from conformance.outcome import describe_exception
-
     state = ctx.state.setdefault(SUITE, {"probes": {}})
     fp8 = fp8_dtype(item.dtype)
     if fp8 is None:
-        return Result.for_item(item, Status.SKIP, message=f"this torch has no {item.dtype} dtype")
+        return result_for(item, NotApplicable(f"this torch has no {item.dtype} dtype"))
     claimed = ctx.adapter.dtype_supported(item.dtype)
     not_ready = _not_ready(item, fp8, ctx, state, claimed)
     if not_ready is not None:
-        return not_ready
+        return result_for(item, not_ready, claimed=False, check="dtype-probe")
     try:
         cases = _cases(item, fp8, ctx, state)
     except KeyError as exc:
-        return Result.for_item(item, Status.SKIP, claimed=claimed, message=f"no such FP8 item: {exc.args[0]}")
+        return result_for(item, NotApplicable(f"no such FP8 item: {exc.args[0]}"), claimed=claimed)
     except Exception as exc:  # making inputs is CPU work: says nothing about the device
-        return Result.for_item(item, Status.REF_ERROR, claimed=claimed, message=shorten(describe_exception(exc)))
+        return result_for(item, ReferenceFailed(describe_exception(exc)), claimed=claimed)
     if not cases:
-        return Result.for_item(item, Status.SKIP, claimed=claimed, message=f"no {item.dtype} samples")
+        return result_for(item, NotApplicable(f"no {item.dtype} samples"), claimed=claimed)
     from conformance.fp8.run import run_cases
 
     return run_cases(item, cases, ctx, claimed)
 
 
-def _not_ready(item: WorkItem, fp8: Any, ctx: Any, state: dict, claimed: bool) -> Result | None:
-    """UNSUPPORTED (SKIP for fnuz) when the backend has no such FP8 dtype; None when it has."""
+def _not_ready(item: WorkItem, fp8: Any, ctx: Any, state: dict, claimed: bool) -> Missing | NotApplicable | None:
+    """Missing when the backend has no such FP8 dtype (NotApplicable for the fnuz formats, which
+    are tested only where the backend claims them); None when it has it."""
     if not claimed:
         why = f"the {ctx.adapter.name} backend declares no {item.dtype} support"
     else:
@@ -155,15 +111,12 @@ def _not_ready(item: WorkItem, fp8: Any, ctx: Any, state: dict, claimed: bool) -
         why = state["probes"][item.dtype]
     if why is None:
         return None
-    status = Status.UNSUPPORTED if item.dtype in PRIMARY_FP8 else Status.SKIP
-    return Result.for_item(item, status, claimed=False, check="dtype-probe", message=shorten(why))
+    return Missing(why) if item.dtype in PRIMARY_FP8 else NotApplicable(why)
 
 
 def _probe(fp8: Any, ctx: Any) -> str | None:
     """Convert two values to `fp8` and back on the device: the reason it lacks the dtype, or None."""
     import torch
-
-    from conformance.outcome import classify_exception, describe_exception
 
     try:
         torch.tensor([1.0, -2.0]).to(ctx.device).to(fp8).to(torch.float32).cpu()
@@ -193,5 +146,26 @@ def _cases(item: WorkItem, fp8: Any, ctx: Any, state: dict) -> list:
 
         opinfo = find_opinfo(variant, state)
         if opinfo is not None:
-            return opinfo_cases(opinfo, fp8, seed, ctx.config.max_samples)
+            return opinfo_cases(opinfo, fp8, seed, ctx.config.options_of(OpsOptions).max_samples)
     raise KeyError(f"{subject}/{variant}")
+
+
+class Fp8Suite:
+    """The FP8 suite (conformance/suite.py, `Suite`); `neuron-check ops --dtype fp8` plans it."""
+
+    name = SUITE
+    command = "ops"
+    options_type = OpsOptions
+    default_timeout_s = 120.0
+
+    def plan(self, options: OpsOptions) -> list[WorkItem]:
+        return plan_ops(options)
+
+    def preload(self) -> None:
+        pass
+
+    def prepare(self, ctx: Any) -> None:
+        prepare(ctx)
+
+    def run_item(self, item: WorkItem, ctx: Any) -> Result:
+        return run_item(item, ctx)

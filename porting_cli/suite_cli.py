@@ -1,0 +1,152 @@
+"""Suite commands (`ops`, `models`, a plugin suite's), generated from one shared option set
+plus the options the suite's options dataclass declares (conformance/suite.py, `cli_option`).
+
+A command is `suite_command(...)`: the shared options (`RunOptions`: device, database,
+engine, executor) and the suite's own become click options; the callback builds both
+dataclasses and calls `run_suite`, which tests call directly too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from porting_cli.options import (
+    db_option, device_option, engine_options, executor_options, sim_profile_option, split_list,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """The options every suite command shares."""
+
+    device: str | None = None
+    sim_profile: str | None = None
+    db_path: str | None = None
+    compile_backend: str | None = None
+    jobs: int = 1
+    timeout_s: float = 120.0
+    seed: int = 0
+    resume: str | None = None
+    junit_path: str | None = None
+    fail_on: str | None = None
+    strict_fallback: bool = False
+    run_group: str | None = None
+    executor: str | None = None
+    ray_address: str | None = None
+
+
+_RUN_FIELDS = {f.name for f in dataclasses.fields(RunOptions)}
+compile_backend_option = click.option("--compile-backend", default=None,
+                                      help="torch.compile backend to use instead of the device's own.")
+
+
+def _click_option(field: dataclasses.Field, spec: Any) -> Callable:
+    """The click option a `cli_option` field declares."""
+    common = {"help": spec.help, "show_default": spec.show_default}
+    if spec.kind == "flag":
+        return click.option(spec.flag, f"{field.name}_flag", is_flag=True, help=spec.help)
+    if spec.kind == "list":
+        default = ",".join(field.default) if field.default else None
+        return click.option(spec.flag, field.name, default=default, **common)
+    if spec.kind == "choice":
+        return click.option(spec.flag, field.name, type=click.Choice(list(spec.choices)), default=field.default, **common)
+    if spec.kind == "count":
+        return click.option(spec.flag, field.name, type=click.IntRange(min=1), default=field.default, **common)
+    return click.option(spec.flag, field.name, default=field.default, **common)
+
+
+def _suite_values(options_type: type, values: dict[str, Any]) -> dict[str, Any]:
+    """Click's values -> the options dataclass's keyword arguments."""
+    from conformance.suite import cli_fields
+
+    found: dict[str, Any] = {}
+    for field, spec in cli_fields(options_type):
+        if spec.kind == "flag":
+            flag = values.pop(f"{field.name}_flag")
+            found[field.name] = (not flag) if spec.negate else flag
+        elif spec.kind == "list":
+            found[field.name] = tuple(split_list(values.pop(field.name)))
+        else:
+            found[field.name] = values.pop(field.name)
+    return found
+
+
+def suite_command(name: str, options_type: type, *, help: str, default_timeout: float,
+                  extra_params: tuple[Callable, ...] = (), intercept: Callable[..., int | None] | None = None,
+                  after_start: Callable[[Any, int, Any], None] | None = None) -> click.Command:
+    """The click command `name` for the suites whose `command` is `name`.
+
+    `extra_params` are click decorators for options that are not the suite's (a listing mode);
+    `intercept(extras, suite_values, run)` may answer instead of a run (an exit code), and
+    `after_start(store, run_id, adapter)` records more about a new run.
+    """
+    from conformance.suite import cli_fields
+
+    def callback(**values: Any) -> int:
+        run = RunOptions(**{k: values.pop(k) for k in list(values) if k in _RUN_FIELDS})
+        suite_values = _suite_values(options_type, values)
+        if intercept is not None:
+            answered = intercept(values, suite_values, run)
+            if answered is not None:
+                return answered
+        return run_suite(name, options_type, run, suite_values, after_start=after_start)
+
+    func = callback
+    for decorator in reversed((device_option, sim_profile_option, db_option,
+                               *(_click_option(f, spec) for f, spec in cli_fields(options_type)),
+                               compile_backend_option, *extra_params,
+                               engine_options(default_timeout=default_timeout), executor_options)):
+        func = decorator(func)
+    return click.command(name, help=help)(func)
+
+
+def run_suite(command: str, options_type: type, run: RunOptions, suite_values: dict[str, Any], *,
+              after_start: Callable[[Any, int, Any], None] | None = None) -> int:
+    """Plan (or rebuild the plan of `--resume`), run through the engine, report; the exit code."""
+    from conformance import suite
+    from conformance.config import RunConfig
+    from conformance.engine import prestart_workers, start_run
+    from op_db.errors import InputError
+    from op_db.store import Store
+    from porting_cli.options import executor_settings, fail_statuses, resolve_device, resume_run, run_and_report
+
+    suites = suite.for_command(command)
+    executor = executor_settings(run.executor, run.ray_address)
+    prestart_workers(run.jobs, tuple(s.name for s in suites), executor["executor"])  # they import while we plan
+    failing = fail_statuses(run.fail_on, run.strict_fallback)
+    primary = suites[0].name  # the run's `suite` option: which command can --resume it
+    store = Store.open(run.db_path)
+    try:
+        if run.resume is not None:
+            run_id, saved, adapter, device_string = resume_run(store, run.resume, primary, command)
+            options = suite.options_from_dict(options_type, saved)
+        else:
+            options = options_type(**suite_values)
+            adapter, device_string = resolve_device(run.device, run.sim_profile)
+            saved = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed,
+                     "compile_backend": run.compile_backend, "run_group": run.run_group}
+        config = RunConfig(backend=adapter.name, device=device_string, compile_backend=saved.get("compile_backend"),
+                           jobs=run.jobs, timeout_s=run.timeout_s, seed=saved.get("seed", 0),
+                           sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None,
+                           suite_options=options, **executor)
+        items = suite.plan(command, options)
+        if run.resume is not None:
+            done = store.stored_items(run_id)
+            items = [item for item in items if item not in done]
+        elif not items:
+            raise InputError("nothing to run: the selection gives no items (for ops: no chosen op supports "
+                             "the chosen dtypes on the CPU).")
+        else:
+            run_id = start_run(store, config, adapter, {**saved, "sim_profile": config.sim_profile,
+                                                       "jobs": run.jobs, "timeout_s": run.timeout_s})
+            if after_start is not None:
+                after_start(store, run_id, adapter)
+        return run_and_report(store, items, config, adapter, run_id, command_name=command, junit_path=run.junit_path,
+                              failing_statuses=failing, strict_fallback=run.strict_fallback)
+    finally:
+        store.close()
