@@ -126,7 +126,7 @@ class Store:
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         with self._conn:
-            cur = self._conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", tuple(row.values()))
+            cur = self._conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", _storable(row.values()))
         return int(cur.lastrowid)
 
     def finish_run(self, run_id: int, status: str = "finished") -> None:
@@ -189,7 +189,7 @@ class Store:
         with self._conn:
             cur = self._conn.execute(
                 f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
-                tuple(row.values()),
+                _storable(row.values()),
             )
             run_id = int(cur.lastrowid)
             for result in results:
@@ -213,7 +213,7 @@ class Store:
         marks = ", ".join("?" for _ in range(len(values) + 1))
         self._conn.execute(
             f"INSERT OR REPLACE INTO results ({cols}) VALUES ({marks})",
-            (run_id, *values.values()),
+            _storable((run_id, *values.values())),
         )
 
     def add_results(self, run_id: int, results: Iterable[Result]) -> None:
@@ -274,6 +274,21 @@ def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
     data["versions"] = json.loads(data["versions"] or "{}")
     data["options"] = json.loads(data["options"] or "{}")
     return data
+
+
+def _storable(values: Iterable[Any]) -> tuple[Any, ...]:
+    """Row values SQLite can hold. Text is kept raw (reports sanitise at output) except lone
+    surrogates, which UTF-8 cannot encode (a command line or an exception text may hold them):
+    each becomes U+FFFD, while a well-formed surrogate pair is joined into its character."""
+    return tuple(_storable_text(v) if isinstance(v, str) else v for v in values)
+
+
+def _storable_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _result_row(result: Result) -> dict[str, Any]:

@@ -30,6 +30,13 @@ sim_profile_option = click.option(
 )
 
 
+series_option = click.option(
+    "--series", "series", envvar="NEURON_CHECK_SERIES", default=None, metavar="NAME",
+    help="Name the dashboard series this run belongs to (default: derived from backend, device, suite "
+    "and selection; also $NEURON_CHECK_SERIES).",
+)
+
+
 def format_option(*choices: str, default: str = "table"):
     return click.option(
         "--format",
@@ -111,6 +118,14 @@ def engine_options(default_timeout: float = 120.0):
     return decorate
 
 
+def check_outputs(junit_path: str | None) -> None:
+    """Refuse an unwritable --junit before a run starts: known in a second, not after an hour."""
+    if junit_path:
+        from reports.render.junit import check_target
+
+        check_target(junit_path)
+
+
 def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
     """The statuses of --fail-on (InputError for an unknown one), plus FALLBACK when strict."""
     from op_db.records import Status
@@ -128,12 +143,13 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
     from reports.render.summary import summary_table
+    from reports.sanitize import echo
 
     label = " (simulated)" if adapter.simulated else ""
-    click.echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
+    echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
     summary = run_items(items, config, store, run_id, progress=True)
     results = store.results(run_id)
-    click.echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
+    echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
                              interrupted=summary.interrupted))
     if junit_path:
         from reports.render.junit import write_junit

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from porting_cli.options import (
-    db_option, device_option, engine_options, executor_options, sim_profile_option, split_list,
+    db_option, device_option, engine_options, executor_options, series_option, sim_profile_option, split_list,
 )
 
 
@@ -38,6 +38,7 @@ class RunOptions:
     run_group: str | None = None
     executor: str | None = None
     ray_address: str | None = None
+    series: str | None = None
 
 
 _RUN_FIELDS = {f.name for f in dataclasses.fields(RunOptions)}
@@ -100,7 +101,7 @@ def suite_command(name: str, options_type: type, *, help: str, default_timeout: 
     for decorator in reversed((device_option, sim_profile_option, db_option,
                                *(_click_option(f, spec) for f, spec in cli_fields(options_type)),
                                compile_backend_option, *extra_params,
-                               engine_options(default_timeout=default_timeout), executor_options)):
+                               engine_options(default_timeout=default_timeout), executor_options, series_option)):
         func = decorator(func)
     return click.command(name, help=help)(func)
 
@@ -113,12 +114,15 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
     from conformance.engine import prestart_workers, start_run
     from op_db.errors import InputError
     from op_db.store import Store
-    from porting_cli.options import executor_settings, fail_statuses, resolve_device, resume_run, run_and_report
+    from porting_cli.options import (
+        check_outputs, executor_settings, fail_statuses, resolve_device, resume_run, run_and_report,
+    )
 
     suites = suite.for_command(command)
     executor = executor_settings(run.executor, run.ray_address)
     prestart_workers(run.jobs, tuple(s.name for s in suites), executor["executor"])  # they import while we plan
     failing = fail_statuses(run.fail_on, run.strict_fallback)
+    check_outputs(run.junit_path)
     primary = suites[0].name  # the run's `suite` option: which command can --resume it
     store = Store.open(run.db_path)
     try:
@@ -129,7 +133,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
             options = options_type(**suite_values)
             adapter, device_string = resolve_device(run.device, run.sim_profile)
             saved = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed,
-                     "compile_backend": run.compile_backend, "run_group": run.run_group}
+                     "compile_backend": run.compile_backend, "run_group": run.run_group, "series": run.series}
         config = RunConfig(backend=adapter.name, device=device_string, compile_backend=saved.get("compile_backend"),
                            jobs=run.jobs, timeout_s=run.timeout_s, seed=saved.get("seed", 0),
                            sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None,

@@ -21,7 +21,8 @@ def command(inputs: tuple[str, ...], output: str) -> None:
     neuron-check merge shard-0.db shard-1.db shard-2.db -o nightly.db
     """
     from op_db.merge import merge_stores
+    from reports.sanitize import echo
 
     for run in merge_stores(list(inputs), output):
         note = f", {run['duplicate_items']} items found in two shards" if run["duplicate_items"] else ""
-        click.echo(f"run {run['id']}: {run['results']} results from {run['shards']} shard(s){note}")
+        echo(f"run {run['id']}: {run['results']} results from {run['shards']} shard(s){note}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from conformance.models.plan import ModelOptions
@@ -58,17 +56,20 @@ def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs:
         counts["types"] += 1
         if check_build and row["build"] == OK:
             counts["built"] += 1
+    from reports.sanitize import dumps_json, echo, for_terminal
+
     if fmt == "json":
-        click.echo(json.dumps({"schema": 1, "models": rows, "summary": summary}, indent=2))
+        echo(dumps_json({"schema": 1, "models": rows, "summary": summary}, indent=2))
         return
     from tabulate import tabulate
 
     headers = ["model_type", "task", "class"] + (["build"] if check_build else [])
-    table = [[r["model_type"], r["task"], r["class_name"]] + ([_short(r["build"])] if check_build else []) for r in rows]
-    click.echo(tabulate(table, headers=headers))
+    table = [[r["model_type"], r["task"], r["class_name"]]
+             + ([for_terminal(_short(r["build"]), one_line=True)] if check_build else []) for r in rows]
+    echo(tabulate(table, headers=headers))
     totals = [[task, c["types"]] + ([c["built"]] if check_build else []) for task, c in summary.items()]
-    click.echo("")
-    click.echo(tabulate(totals, headers=["task", "types"] + (["built"] if check_build else [])))
+    echo("")
+    echo(tabulate(totals, headers=["task", "types"] + (["built"] if check_build else [])))
 
 
 def _short(text: str, limit: int = 90) -> str:
