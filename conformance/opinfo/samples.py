@@ -118,7 +118,13 @@ def tensor_versions(sample: Any) -> list[int]:
 
 
 def to_cpu(value: Any) -> Any:
-    return pytree.tree_map(lambda t: t.detach().to("cpu") if isinstance(t, torch.Tensor) else t, value)
+    """Device outputs copied to the CPU, outside autograd (one device op per tensor: a tensor
+    that does not require grad needs no device-side detach)."""
+    def move(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.detach().to("cpu") if t.requires_grad else t.to("cpu")
+    return pytree.tree_map(move, value)
 
 
 def grad_inputs(sample: Any) -> list[torch.Tensor]:
