@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.fp8.checks import Case
+from conformance.fp8.cases import Case
 from conformance.numerics import Comparison, describe_value, first_bit_difference
 from conformance.oprecord import record_ops
 from conformance.outcome import ReferenceFailed, describe_exception, result_for

@@ -129,18 +129,18 @@ def _probe(fp8: Any, ctx: Any) -> str | None:
 def _cases(item: WorkItem, fp8: Any, ctx: Any, state: dict) -> list:
     import torch
 
-    from conformance.fp8 import checks as fp8_checks
+    from conformance.fp8 import cases as fp8_cases
 
     seed = ctx.config.seed
     subject, variant = item.subject, item.variant
     if subject == "cast" and variant in SUBJECTS["cast"]:
         direction, wide = variant.split("_", 1)
         wide_dtype = getattr(torch, wide)
-        return fp8_checks.encode_cases(fp8, wide_dtype) if direction == "from" else fp8_checks.decode_cases(fp8, wide_dtype)
+        return fp8_cases.encode_cases(fp8, wide_dtype) if direction == "from" else fp8_cases.decode_cases(fp8, wide_dtype)
     if subject == "scaled_mm" and variant in SUBJECTS["scaled_mm"]:
-        return fp8_checks.scaled_mm_cases(fp8, variant, seed)
+        return fp8_cases.scaled_mm_cases(fp8, variant, seed)
     if subject == "movement" and variant in SUBJECTS["movement"]:
-        return fp8_checks.movement_cases(fp8, variant)
+        return fp8_cases.movement_cases(fp8, variant)
     if subject == "opinfo":
         from conformance.fp8.opinfo import find_opinfo, opinfo_cases
 

@@ -12,7 +12,7 @@ random weights), and the device model (`.to(device, dtype)`). Variants:
 
 Random work inside the model is reseeded identically before every run and
 drawn on the CPU (see randomness.py). On MISMATCH the forward is rerun under
-hooks to name the first divergent module (divergence.py).
+hooks to name the first divergent module (first_divergence.py).
 
 A type that cannot be built tiny is REF_ERROR with "build failed: ...": the
 CPU reference cannot be made, which says nothing about the backend.
@@ -310,7 +310,7 @@ _JUDGES: dict[str, Callable] = {"forward": judge_logits, "backward": judge_grads
 
 def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model, inputs, dtype, seed) -> None:
     """Name the first divergent module of a MISMATCH (forward hooks, eager) in the Result."""
-    from conformance.models import divergence
+    from conformance.models import first_divergence
     from conformance.models.inputs import cast_inputs
     from conformance.models.randomness import RandomOnCpu, reseed
 
@@ -328,7 +328,7 @@ def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model,
         return go
 
     try:
-        found = divergence.locate(on_device, device_run.model, on_cpu(ref_model, dtype), ref_model,
+        found = first_divergence.locate(on_device, device_run.model, on_cpu(ref_model, dtype), ref_model,
                                   on_cpu(hi_model, _float64()) if hi_model is not None else None, hi_model)
     except Exception as exc:  # noqa: BLE001 - the mismatch stands; say why it was not located
         result.extra["divergence_error"] = shorten(f"{type(exc).__name__}: {exc}", 300)

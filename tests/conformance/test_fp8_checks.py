@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.fp8.checks import judge_bits, judge_fp8_ulp, judge_scaled_mm, scaled_mm_cases
+from conformance.fp8.cases import judge_bits, judge_fp8_ulp, judge_scaled_mm, scaled_mm_cases
 from conformance.fp8.inputs import all_codes, boundary_grid, dense_float32_grid, every_value
 from conformance.numerics import bits, describe_value
 

@@ -113,7 +113,7 @@ def test_unknown_model_type_is_skipped(ctx):
 def test_router_divergence_is_reported_as_a_router_flip():
     import torch
 
-    from conformance.models.divergence import _Call, first_divergence
+    from conformance.models.first_divergence import _Call, first_divergence
 
     same = [torch.ones(3)]
     ref = [_Call(("model.layers.0.mlp.gate", 1), "MixtralTopKRouter", same, [torch.tensor([0, 1])])]
@@ -125,7 +125,7 @@ def test_router_divergence_is_reported_as_a_router_flip():
 def test_divergence_skips_modules_whose_inputs_already_differ():
     import torch
 
-    from conformance.models.divergence import _Call, first_divergence
+    from conformance.models.first_divergence import _Call, first_divergence
 
     a, b = [torch.zeros(4)], [torch.ones(4)]
     ref = [_Call(("inner", 1), "Linear", a, a), _Call(("outer", 1), "Block", a, a)]
