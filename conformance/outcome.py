@@ -26,10 +26,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import signal
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-from conformance.numerics import Comparison
 from op_db.records import Result, Status, WorkItem, shorten
+
+if TYPE_CHECKING:  # numerics imports torch; the engine's parent imports this module before it
+    from conformance.numerics import Comparison
 
 # Lower-cased phrases that mean "the backend has no kernel for this op/dtype".
 UNSUPPORTED_MARKERS = (
@@ -66,7 +68,7 @@ class ReferenceFailed:
     reason: str
 
 
-Observation = Union[Missing, NotApplicable, ReferenceFailed, BaseException, Comparison]
+Observation = Union[Missing, NotApplicable, ReferenceFailed, BaseException, "Comparison"]
 
 # The rule as data, in the order `status_of` applies it (README "Statuses" prints it).
 RULES: tuple[tuple[str, Status], ...] = (
@@ -92,6 +94,8 @@ def status_of(observed: Observation, *, fallback: bool = False) -> Status:
         return Status.REF_ERROR
     if isinstance(observed, BaseException):
         return classify_exception(observed)
+    from conformance.numerics import Comparison
+
     if isinstance(observed, Comparison):
         if not observed.ok:
             return Status.MISMATCH
@@ -105,10 +109,10 @@ def result_for(item: WorkItem, observed: Observation, *, fallback: bool = False,
     if "message" not in fields:
         if isinstance(observed, BaseException):
             fields["message"] = shorten(describe_exception(observed))
-        elif isinstance(observed, Comparison):
-            fields["message"] = shorten(observed.reason) if not observed.ok else None
-        else:
+        elif isinstance(observed, (Missing, NotApplicable, ReferenceFailed)):
             fields["message"] = shorten(observed.reason)
+        else:  # a Comparison: its reason says what failed
+            fields["message"] = shorten(observed.reason) if not observed.ok else None
     return Result.for_item(item, status_of(observed, fallback=fallback), **fields)
 
 

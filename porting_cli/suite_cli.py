@@ -106,6 +106,23 @@ def suite_command(name: str, options_type: type, *, help: str, default_timeout: 
     return click.command(name, help=help)(func)
 
 
+def plugin_commands() -> dict[str, click.Command]:
+    """Commands of the suites third parties register (entry points `neuron_check.suites`);
+    the built-in ones have their modules under porting_cli/commands/."""
+    from conformance import suite
+
+    found: dict[str, click.Command] = {}
+    for name in suite.names():
+        if name in suite.BUILTIN:
+            continue
+        plugin = suite.get(name)
+        if plugin.command and plugin.command not in found:
+            doc = (type(plugin).__doc__ or f"Run the {plugin.name} suite on a device.").strip()
+            found[plugin.command] = suite_command(plugin.command, plugin.options_type, help=doc,
+                                                  default_timeout=plugin.default_timeout_s)
+    return found
+
+
 def run_suite(command: str, options_type: type, run: RunOptions, suite_values: dict[str, Any], *,
               after_start: Callable[[Any, int, Any], None] | None = None) -> int:
     """Plan (or rebuild the plan of `--resume`), run through the engine, report; the exit code."""

@@ -52,102 +52,12 @@ formats' items, since a failure could not be put down to one format.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from conformance.fp8.inputs import PRIMARY_FP8, fp8_dtype
-from conformance.fp8.plan import SUBJECTS, plan_ops
-from conformance.outcome import (
-    Missing, NotApplicable, ReferenceFailed, classify_exception, describe_exception, result_for,
-)
 from conformance.planning import OpsOptions
-from op_db.records import Result, Status, WorkItem
+from op_db.records import Result, WorkItem
 
 SUITE = "fp8"
-
-
-def prepare(ctx: Any) -> None:
-    """Per worker: a place for the dtype probes and the OpInfo table (filled on first use)."""
-    ctx.state.setdefault(SUITE, {"probes": {}})
-
-
-def run_item(item: WorkItem, ctx: Any) -> Result:
-    started = time.monotonic()
-    result = _run(item, ctx)
-    result.duration_s = time.monotonic() - started
-    return result
-
-
-def _run(item: WorkItem, ctx: Any) -> Result:
-    state = ctx.state.setdefault(SUITE, {"probes": {}})
-    fp8 = fp8_dtype(item.dtype)
-    if fp8 is None:
-        return result_for(item, NotApplicable(f"this torch has no {item.dtype} dtype"))
-    claimed = ctx.adapter.dtype_supported(item.dtype)
-    not_ready = _not_ready(item, fp8, ctx, state, claimed)
-    if not_ready is not None:
-        return result_for(item, not_ready, claimed=False, check="dtype-probe")
-    try:
-        cases = _cases(item, fp8, ctx, state)
-    except KeyError as exc:
-        return result_for(item, NotApplicable(f"no such FP8 item: {exc.args[0]}"), claimed=claimed)
-    except Exception as exc:  # making inputs is CPU work: says nothing about the device
-        return result_for(item, ReferenceFailed(describe_exception(exc)), claimed=claimed)
-    if not cases:
-        return result_for(item, NotApplicable(f"no {item.dtype} samples"), claimed=claimed)
-    from conformance.fp8.run import run_cases
-
-    return run_cases(item, cases, ctx, claimed)
-
-
-def _not_ready(item: WorkItem, fp8: Any, ctx: Any, state: dict, claimed: bool) -> Missing | NotApplicable | None:
-    """Missing when the backend has no such FP8 dtype (NotApplicable for the fnuz formats, which
-    are tested only where the backend claims them); None when it has it."""
-    if not claimed:
-        why = f"the {ctx.adapter.name} backend declares no {item.dtype} support"
-    else:
-        if item.dtype not in state["probes"]:
-            state["probes"][item.dtype] = _probe(fp8, ctx)
-        why = state["probes"][item.dtype]
-    if why is None:
-        return None
-    return Missing(why) if item.dtype in PRIMARY_FP8 else NotApplicable(why)
-
-
-def _probe(fp8: Any, ctx: Any) -> str | None:
-    """Convert two values to `fp8` and back on the device: the reason it lacks the dtype, or None."""
-    import torch
-
-    try:
-        torch.tensor([1.0, -2.0]).to(ctx.device).to(fp8).to(torch.float32).cpu()
-    except Exception as exc:
-        if classify_exception(exc) is Status.UNSUPPORTED:
-            return f"no {str(fp8).removeprefix('torch.')} on the device: {describe_exception(exc)}"
-    return None  # other failures are the item's to report
-
-
-def _cases(item: WorkItem, fp8: Any, ctx: Any, state: dict) -> list:
-    import torch
-
-    from conformance.fp8 import cases as fp8_cases
-
-    seed = ctx.config.seed
-    subject, variant = item.subject, item.variant
-    if subject == "cast" and variant in SUBJECTS["cast"]:
-        direction, wide = variant.split("_", 1)
-        wide_dtype = getattr(torch, wide)
-        return fp8_cases.encode_cases(fp8, wide_dtype) if direction == "from" else fp8_cases.decode_cases(fp8, wide_dtype)
-    if subject == "scaled_mm" and variant in SUBJECTS["scaled_mm"]:
-        return fp8_cases.scaled_mm_cases(fp8, variant, seed)
-    if subject == "movement" and variant in SUBJECTS["movement"]:
-        return fp8_cases.movement_cases(fp8, variant)
-    if subject == "opinfo":
-        from conformance.fp8.opinfo import find_opinfo, opinfo_cases
-
-        opinfo = find_opinfo(variant, state)
-        if opinfo is not None:
-            return opinfo_cases(opinfo, fp8, seed, ctx.config.options_of(OpsOptions).max_samples)
-    raise KeyError(f"{subject}/{variant}")
 
 
 class Fp8Suite:
@@ -159,13 +69,19 @@ class Fp8Suite:
     default_timeout_s = 120.0
 
     def plan(self, options: OpsOptions) -> list[WorkItem]:
+        from conformance.fp8.plan import plan_ops
+
         return plan_ops(options)
 
     def preload(self) -> None:
         pass
 
     def prepare(self, ctx: Any) -> None:
+        from conformance.fp8.run import prepare
+
         prepare(ctx)
 
     def run_item(self, item: WorkItem, ctx: Any) -> Result:
+        from conformance.fp8.run import run_item
+
         return run_item(item, ctx)

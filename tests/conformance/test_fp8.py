@@ -6,7 +6,7 @@ import pytest
 
 import conformance.sim as sim
 from conformance import backends
-from conformance.fp8 import suite as fp8
+from conformance.fp8 import run as fp8
 from conformance.fp8.plan import plan as fp8_plan
 from conformance.config import RunConfig, WorkerContext
 from op_db.errors import InputError
