@@ -149,6 +149,7 @@ def main() -> None:
     parser.add_argument("--no-plain", action="store_true", help="skip the plain-loop baseline")
     parser.add_argument("--before", metavar="REV", help="also time each configuration from commit REV, first")
     parser.add_argument("--ops", default=None, help="comma list of OpInfo names to sweep (default: every op)")
+    parser.add_argument("--keep", metavar="DIR", help="write the runs' databases to DIR (default: a temporary folder)")
     parser.add_argument("--plain-threads", type=int, default=None,
                         help="also time the plain loop with this many intra-op threads (the engine's OpInfo "
                              "workers use 1); the target compares with torch's default")
@@ -160,8 +161,11 @@ def main() -> None:
     print(f"OpInfo forward sweep on sim, dtypes {args.dtype}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f} at start")
     rows = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        before_tree = source_tree(args.before, Path(tmp)) if args.before else None
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
+        if args.keep:
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        before_tree = source_tree(args.before, Path(scratch)) if args.before else None
         for jobs in (int(j) for j in args.jobs.split(",")):
             if before_tree is not None:
                 before = run_engine(args.dtype, jobs, Path(tmp), before_tree, f"before {args.before}", args.ops)

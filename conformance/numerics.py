@@ -221,20 +221,6 @@ def _compare_scalar(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
                         rtol=max(rtol or 0.0, 1.3e-6), atol=max(atol or 0.0, 1e-5), exact=exact)
 
 
-def fp8_ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Distance in representable FP8 steps between two FP8 tensors of one dtype.
-
-    Codes are mapped to a monotonic integer line (sign-magnitude to two's
-    complement) so that adjacent finite values are 1 apart and +0/-0 are 0.
-    """
-    def ordinal(t: torch.Tensor) -> torch.Tensor:
-        bits = t.view(torch.uint8).to(torch.int32)
-        magnitude = bits & 0x7F
-        return torch.where(bits & 0x80 != 0, -magnitude, magnitude)
-
-    return (ordinal(a) - ordinal(b)).abs()
-
-
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
     if a.numel() == 0:
         return 0.0

@@ -26,11 +26,11 @@ from op_db.errors import InputError
 from op_db.records import Result, WorkItem
 
 ENTRY_POINT_GROUP = "neuron_check.suites"
-# Suite name (WorkItem.suite) -> "module:attribute" of its Suite object; loaded when used.
+# Suite name (WorkItem.suite) -> "module:attribute" of its Suite; loaded when used.
 BUILTIN = {
-    "opinfo": "conformance.opinfo.suite:OpInfoSuite",
-    "fp8": "conformance.fp8.suite:Fp8Suite",
-    "model": "conformance.models.suite:ModelSuite",
+    "opinfo": "conformance.opinfo.suite:SUITE",
+    "fp8": "conformance.fp8.suite:SUITE",
+    "model": "conformance.models.suite:SUITE",
 }
 
 
@@ -97,6 +97,35 @@ class Suite(Protocol):
         """Run one item on the device; never touches the store."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ModuleSuite:
+    """A Suite whose work lives in modules imported only when used, so that building the CLI
+    and planning never import torch: `planner` is "module:function" (options -> items), and
+    `runner` a module with `prepare(ctx)`, `run_item(item, ctx)` and optionally `preload()`."""
+
+    name: str
+    command: str | None
+    options_type: type
+    default_timeout_s: float
+    planner: str
+    runner: str
+
+    def plan(self, options: Any) -> list[WorkItem]:
+        module, _, function = self.planner.partition(":")
+        return getattr(importlib.import_module(module), function)(options)
+
+    def preload(self) -> None:
+        preload = getattr(importlib.import_module(self.runner), "preload", None)
+        if preload is not None:
+            preload()
+
+    def prepare(self, ctx: Any) -> None:
+        importlib.import_module(self.runner).prepare(ctx)
+
+    def run_item(self, item: WorkItem, ctx: Any) -> Result:
+        return importlib.import_module(self.runner).run_item(item, ctx)
+
+
 @lru_cache(maxsize=1)
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
@@ -112,7 +141,7 @@ def get(name: str) -> Suite:
     """The suite called `name` (a WorkItem's `suite` field)."""
     if name in BUILTIN:
         module, _, attribute = BUILTIN[name].partition(":")
-        return getattr(importlib.import_module(module), attribute)()
+        return getattr(importlib.import_module(module), attribute)
     entry = _entry_points().get(name)
     if entry is None:
         raise InputError(f"unknown suite {name!r}; known suites: {', '.join(names())}.")

@@ -48,10 +48,13 @@ def prepare_suites(ctx: WorkerContext, suites: tuple[str, ...]) -> None:
 
 
 def run_one(item: WorkItem, ctx: WorkerContext) -> Result:
-    """Run one item; a bug in a suite becomes an ERROR result naming it, never a dead worker."""
+    """Run and time one item (its suite is prepared first, untimed); a bug in a suite becomes an
+    ERROR result naming it, never a dead worker."""
     started = time.perf_counter()
     try:
-        result = _suite(item.suite, ctx).run_item(item, ctx)
+        suite = _suite(item.suite, ctx)
+        started = time.perf_counter()
+        result = suite.run_item(item, ctx)
     except Exception as exc:  # noqa: BLE001 - the suite's own failure, reported per item
         tail = traceback.format_exc(limit=3)
         return Result.for_item(item, Status.ERROR, message=shorten(f"internal error in the {item.suite} suite: "

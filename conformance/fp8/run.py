@@ -3,7 +3,6 @@ then the device, then the comparison; one Result through the outcome rule."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -30,13 +29,6 @@ def prepare(ctx: Any) -> None:
 
 
 def run_item(item: WorkItem, ctx: Any) -> Result:
-    started = time.monotonic()
-    result = _run(item, ctx)
-    result.duration_s = time.monotonic() - started
-    return result
-
-
-def _run(item: WorkItem, ctx: Any) -> Result:
     state = ctx.state.setdefault(SUITE, {"probes": {}})
     fp8 = fp8_dtype(item.dtype)
     if fp8 is None:

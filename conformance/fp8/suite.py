@@ -52,36 +52,9 @@ formats' items, since a failure could not be put down to one format.
 
 from __future__ import annotations
 
-from typing import Any
-
 from conformance.planning import OpsOptions
-from op_db.records import Result, WorkItem
+from conformance.suite import ModuleSuite
 
-SUITE = "fp8"
-
-
-class Fp8Suite:
-    """The FP8 suite (conformance/suite.py, `Suite`); `neuron-check ops --dtype fp8` plans it."""
-
-    name = SUITE
-    command = "ops"
-    options_type = OpsOptions
-    default_timeout_s = 120.0
-
-    def plan(self, options: OpsOptions) -> list[WorkItem]:
-        from conformance.fp8.plan import plan_ops
-
-        return plan_ops(options)
-
-    def preload(self) -> None:
-        pass
-
-    def prepare(self, ctx: Any) -> None:
-        from conformance.fp8.run import prepare
-
-        prepare(ctx)
-
-    def run_item(self, item: WorkItem, ctx: Any) -> Result:
-        from conformance.fp8.run import run_item
-
-        return run_item(item, ctx)
+# `neuron-check ops --dtype fp8` plans it.
+SUITE = ModuleSuite(name="fp8", command="ops", options_type=OpsOptions, default_timeout_s=120.0,
+                    planner="conformance.fp8.plan:plan_ops", runner="conformance.fp8.run")

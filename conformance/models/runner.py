@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -51,13 +50,6 @@ def prepare(ctx) -> None:
 
 
 def run_item(item: WorkItem, ctx) -> Result:
-    start = time.perf_counter()
-    result = _run(item, ctx)
-    result.duration_s = time.perf_counter() - start
-    return result
-
-
-def _run(item: WorkItem, ctx) -> Result:
     import torch
 
     from conformance.models import zoo

@@ -12,7 +12,6 @@ through the outcome rule (conformance/outcome.py).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -29,14 +28,41 @@ from op_db.records import Result, WorkItem, shorten
 SUITE = "opinfo"
 
 
+def preload() -> None:
+    """The slow import (seconds), done by a prestarted worker before it knows its run."""
+    import torch.testing._internal.common_methods_invocations  # noqa: F401
+
+
+def prepare(ctx: WorkerContext) -> None:
+    """Import PyTorch's op database once per worker and index it by full name."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    # OpInfo samples are tiny tensors: intra-op threads buy nothing there, and their OpenMP
+    # barriers cost 10-20x on kernels like max_pool2d when the cores are busy (other workers,
+    # other jobs), so one thread per worker; the worker count is what uses the cores.
+    torch.set_num_threads(1)
+    _skip_test_case_lookup()
+    ctx.state[SUITE] = {op.full_name: op for op in op_db}
+
+
+def _no_test_case() -> None:
+    return None
+
+
+def _skip_test_case_lookup() -> None:
+    """OpInfo's sample generators look for the unittest.TestCase that called them (for its
+    sample-specific skips and input tracking) with inspect.stack(), which reads the source of
+    every frame: ~5 ms per item, more than many items' whole run. No TestCase ever calls them
+    here, so the lookup's answer is always None; give it without walking the stack."""
+    from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core
+
+    for module in (common_utils, core):
+        if hasattr(module, "extract_test_fn"):
+            module.extract_test_fn = _no_test_case
+
+
 def run_item(item: WorkItem, ctx: WorkerContext) -> Result:
-    started = time.perf_counter()
-    result = _run(item, ctx)
-    result.duration_s = time.perf_counter() - started
-    return result
-
-
-def _run(item: WorkItem, ctx: WorkerContext) -> Result:
     op = ctx.state[SUITE].get(item.subject)
     if op is None:
         return result_for(item, NotApplicable(f"{item.subject} is not an OpInfo op in this torch build."))
