@@ -77,7 +77,8 @@ class OpsOptions:
 
     ops: tuple[str, ...] = cli_option((), "--ops", "Comma list of OpInfo full names (mul, nn.functional.relu, "
                                       "normal.in_place) and globs ('nn.functional.*'). Default: every op.", kind="list")
-    exclude: tuple[str, ...] = cli_option((), "--exclude", "Comma list of names or globs to leave out.", kind="list")
+    exclude: tuple[str, ...] = cli_option((), "--exclude", "Comma list of names or globs to leave out.", kind="list",
+                                          empty_ok=True)
     dtypes: tuple[str, ...] = cli_option(DEFAULT_DTYPES, "--dtype", "Comma list: fp32, bf16, fp16, fp8 (the FP8 "
                                          "suite) or torch dtype names.", kind="list", show_default=True)
     grad: bool = cli_option(False, "--grad", "Also check gradients (the backward variant).", kind="flag")

@@ -38,8 +38,9 @@ BUILTIN = {
 class CliOption:
     """How one options field is set on the command line (porting_cli/suite_cli.py reads it).
 
-    kind: "text" (a string), "list" (comma list -> tuple of str), "flag" (a boolean; `negate`
-    makes `--no-x` set the field False), "choice" (one of `choices`), "count" (an int >= 1).
+    kind: "text" (a string), "list" (comma list -> tuple of str; given but empty is an error
+    unless `empty_ok`), "flag" (a boolean; `negate` makes `--no-x` set the field False),
+    "choice" (one of `choices`), "count" (an int >= 1).
     """
 
     flag: str
@@ -48,6 +49,7 @@ class CliOption:
     choices: tuple[str, ...] = ()
     negate: bool = False
     show_default: bool = False
+    empty_ok: bool = False
 
 
 def cli_option(default: Any, flag: str, help: str, **spec: Any) -> Any:

@@ -16,7 +16,8 @@ from typing import Any
 import click
 
 from porting_cli.options import (
-    db_option, device_option, engine_options, executor_options, series_option, sim_profile_option, split_list,
+    db_option, device_option, engine_options, executor_options, selection, series_option, sim_profile_option,
+    split_list,
 )
 
 
@@ -71,10 +72,18 @@ def _suite_values(options_type: type, values: dict[str, Any]) -> dict[str, Any]:
             flag = values.pop(f"{field.name}_flag")
             found[field.name] = (not flag) if spec.negate else flag
         elif spec.kind == "list":
-            found[field.name] = tuple(split_list(values.pop(field.name)))
+            text = values.pop(field.name)
+            found[field.name] = tuple(split_list(text) if spec.empty_ok else selection(text, spec.flag))
         else:
             found[field.name] = values.pop(field.name)
     return found
+
+
+def _flag_params(options_type: type) -> dict[str, str]:
+    """Click parameter name -> options field, where they differ (flags), for --resume's check."""
+    from conformance.suite import cli_fields
+
+    return {f"{field.name}_flag": field.name for field, spec in cli_fields(options_type) if spec.kind == "flag"}
 
 
 def suite_command(name: str, options_type: type, *, help: str, default_timeout: float,
@@ -134,6 +143,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
     from porting_cli.options import (
         check_outputs, executor_settings, fail_statuses, resolve_device, resume_run, run_and_report,
     )
+    from porting_cli.resume import requested_sim_profile
 
     suites = suite.for_command(command)
     executor = executor_settings(run.executor, run.ray_address)
@@ -141,18 +151,23 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
     failing = fail_statuses(run.fail_on, run.strict_fallback)
     check_outputs(run.junit_path)
     primary = suites[0].name  # the run's `suite` option: which command can --resume it
+    options = options_type(**suite_values)
+    fresh = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed,
+             "compile_backend": run.compile_backend, "run_group": run.run_group, "series": run.series}
+    timeout_s = run.timeout_s
     store = Store.open(run.db_path)
     try:
         if run.resume is not None:
-            run_id, saved, adapter, device_string = resume_run(store, run.resume, primary, command)
+            requested = {**fresh, "timeout_s": timeout_s, "sim_profile": requested_sim_profile(run.sim_profile)}
+            run_id, saved, adapter, device_string = resume_run(store, run.resume, primary, command, requested,
+                                                               renamed=_flag_params(options_type))
             options = suite.options_from_dict(options_type, saved)
+            timeout_s = saved.get("timeout_s", timeout_s)
         else:
-            options = options_type(**suite_values)
+            saved = fresh
             adapter, device_string = resolve_device(run.device, run.sim_profile)
-            saved = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed,
-                     "compile_backend": run.compile_backend, "run_group": run.run_group, "series": run.series}
         config = RunConfig(backend=adapter.name, device=device_string, compile_backend=saved.get("compile_backend"),
-                           jobs=run.jobs, timeout_s=run.timeout_s, seed=saved.get("seed", 0),
+                           jobs=run.jobs, timeout_s=timeout_s, seed=saved.get("seed", 0),
                            sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None,
                            suite_options=options, **executor)
         items = suite.plan(command, options)
@@ -164,7 +179,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
                              "the chosen dtypes on the CPU).")
         else:
             run_id = start_run(store, config, adapter, {**saved, "sim_profile": config.sim_profile,
-                                                       "jobs": run.jobs, "timeout_s": run.timeout_s})
+                                                       "jobs": run.jobs, "timeout_s": timeout_s})
             if after_start is not None:
                 after_start(store, run_id, adapter)
         return run_and_report(store, items, config, adapter, run_id, command_name=command, junit_path=run.junit_path,
