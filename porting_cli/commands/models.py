@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from conformance.models.plan import ModelOptions
@@ -26,11 +28,21 @@ LISTING = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """The options of the listing mode, which runs nothing."""
+
+    list_only: bool
+    check_build: bool
+    fmt: str
+
+
 def _list_if_asked(extras: dict, suite_values: dict, run) -> int | None:
     """`--list` / `--check-build` answer instead of a run."""
-    if not (extras["list_only"] or extras["check_build"]):
+    listing = Listing(**extras)
+    if not (listing.list_only or listing.check_build):
         return None
-    _list(list(suite_values["archs"]), list(suite_values["tasks"]), extras["check_build"], extras["fmt"], run.jobs)
+    _list(list(suite_values["archs"]), list(suite_values["tasks"]), listing.check_build, listing.fmt, run.jobs)
     return 0
 
 
