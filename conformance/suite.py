@@ -147,14 +147,20 @@ def get(name: str) -> Suite:
     entry = _entry_points().get(name)
     if entry is None:
         raise InputError(f"unknown suite {name!r}; known suites: {', '.join(names())}.")
+    return load_plugin(entry, f"suite {name!r}", Suite)
+
+
+def load_plugin(entry: importlib.metadata.EntryPoint, what: str, kind: type) -> Any:
+    """What an entry point names (a class is instantiated), checked to be a `kind`; InputError
+    naming the plugin otherwise. The suite and backend registries both load plugins so."""
     try:
         loaded = entry.load()
     except Exception as exc:
-        raise InputError(f"the plugin for suite {name!r} ({entry.value}) failed to load: {exc}.") from None
-    suite = loaded() if isinstance(loaded, type) else loaded
-    if not isinstance(suite, Suite):
-        raise InputError(f"the plugin for suite {name!r} ({entry.value}) is not a Suite.")
-    return suite
+        raise InputError(f"the plugin for {what} ({entry.value}) failed to load: {exc}.") from None
+    found = loaded() if isinstance(loaded, type) else loaded
+    if not isinstance(found, kind):
+        raise InputError(f"the plugin for {what} ({entry.value}) is not a {kind.__name__}.")
+    return found
 
 
 def for_command(command: str) -> list[Suite]:
