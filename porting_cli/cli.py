@@ -35,11 +35,12 @@ EXIT_OK, EXIT_TRIPPED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def _looks_like_script(arg: str) -> bool:
-    return arg.endswith(".py") or (os.path.sep in arg and not arg.startswith("-"))
+    """A .py file, a path, or a folder (project mode)."""
+    return arg.endswith(".py") or (os.path.sep in arg and not arg.startswith("-")) or os.path.isdir(arg)
 
 
 def route_script(args: list[str]) -> list[str]:
-    """`neuron-check [opts] model.py ...` means `neuron-check [opts] port model.py ...`."""
+    """`neuron-check [opts] model.py|folder ...` means `neuron-check [opts] port model.py|folder ...`."""
     for index, arg in enumerate(args):
         if arg.startswith("-"):
             continue
