@@ -41,9 +41,23 @@ def test_packages_import_one_way(graph, graph_tools):
         assert targets <= ALLOWED[package], f"{package} imports {sorted(targets - ALLOWED[package])}"
 
 
+# Cycles known and owned elsewhere, each to be broken by its owner; an entry that no longer
+# holds fails the test too, so the list only shrinks. (remap.py imports remap_libs lazily for
+# library_patches, remap_libs imports RemapLog & co. from remap.)
+KNOWN_CYCLES = [{"porting_cli.remap", "porting_cli.remap_libs"}]
+
+
+def _cut(graph: dict[str, set[str]], cycle: set[str]) -> dict[str, set[str]]:
+    return {node: {t for t in targets if not (node in cycle and t in cycle)} for node, targets in graph.items()}
+
+
 @pytest.mark.parametrize("depth", [0, 2])
 def test_no_import_cycles(graph, graph_tools, depth):
     nodes = graph if depth == 0 else graph_tools.collapse(graph, depth)
+    for known in KNOWN_CYCLES:
+        found = graph_tools.find_cycle({n: t & known for n, t in nodes.items() if n in known})
+        assert found is not None, f"the known cycle {sorted(known)} is gone: remove it from KNOWN_CYCLES"
+        nodes = _cut(nodes, known)
     assert graph_tools.find_cycle(nodes) is None
 
 
