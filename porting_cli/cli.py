@@ -54,12 +54,16 @@ class NeuronCheckGroup(click.Group):
     """Lazy command loading, script routing and the error convention."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        from porting_cli.suite_cli import plugin_commands
+
+        return sorted(set(COMMANDS) | set(plugin_commands()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         module_name = COMMANDS.get(name)
         if module_name is None:
-            return None
+            from porting_cli.suite_cli import plugin_commands
+
+            return plugin_commands().get(name)  # a suite from the `neuron_check.suites` entry points
         try:
             module = importlib.import_module(f"porting_cli.commands.{module_name}")
         except ModuleNotFoundError as exc:

@@ -35,7 +35,7 @@ class Prediction:
     def _from_profile(cls, path: str) -> "Prediction":
         if not os.path.isfile(path):
             raise InputError(f"--against {path}: no such profile file.")
-        from conformance.sim.profile import load_profile
+        from op_db.sim_profile import load_profile
 
         profile = load_profile(path)
         # A profile lists what is missing; every other op is taken as supported.

@@ -24,7 +24,7 @@ from .faults import (
     reset_fallback_log,
     set_profile,
 )
-from .profile import FAULT_KINDS, Fault, SimProfile, load_profile
+from op_db.sim_profile import FAULT_KINDS, Fault, SimProfile, load_profile
 
 __all__ = [
     "DEVICE",
