@@ -77,6 +77,13 @@ def resolve_device(device: str | None, sim_profile: str | None = None):
     if profile is not None and adapter.name != "sim":
         raise click.UsageError("--sim-profile applies only to --device sim.")
     adapter.init()
+    _, index = backends.split_device(device_string)
+    count = adapter.device_count()
+    if index is not None and count and not 0 <= index < count:
+        from op_db.errors import InputError
+
+        raise InputError(f"device {device_string!r} does not exist: {adapter.name} has {count} device(s), "
+                         f"index 0 to {count - 1}.")
     return adapter, device_string
 
 

@@ -136,7 +136,6 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
               after_start: Callable[[Any, int, Any], None] | None = None) -> int:
     """Plan (or rebuild the plan of `--resume`), run through the engine, report; the exit code."""
     from conformance import suite
-    from conformance.config import RunConfig
     from conformance.engine import prestart_workers, start_run
     from op_db.errors import InputError
     from op_db.store import Store
@@ -155,6 +154,15 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
     fresh = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed,
              "compile_backend": run.compile_backend, "run_group": run.run_group, "series": run.series}
     timeout_s = run.timeout_s
+    if run.resume is None:
+        # Everything the user typed is checked before the database is touched: a bad device,
+        # profile or selection must not leave a new (empty) database behind.
+        adapter, device_string = resolve_device(run.device, run.sim_profile)
+        config = _run_config(run, adapter, device_string, fresh, options, timeout_s, executor)
+        items = suite.plan(command, options)
+        if not items and not getattr(options, "shard", None):
+            raise InputError("nothing to run: the selection gives no items (for ops: no chosen op supports "
+                             "the chosen dtypes on the CPU).")
     store = Store.open(run.db_path)
     try:
         if run.resume is not None:
@@ -163,22 +171,12 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
                                                                renamed=_flag_params(options_type))
             options = suite.options_from_dict(options_type, saved)
             timeout_s = saved.get("timeout_s", timeout_s)
-        else:
-            saved = fresh
-            adapter, device_string = resolve_device(run.device, run.sim_profile)
-        config = RunConfig(backend=adapter.name, device=device_string, compile_backend=saved.get("compile_backend"),
-                           jobs=run.jobs, timeout_s=timeout_s, seed=saved.get("seed", 0),
-                           sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None,
-                           suite_options=options, **executor)
-        items = suite.plan(command, options)
-        if run.resume is not None:
+            config = _run_config(run, adapter, device_string, saved, options, timeout_s, executor)
             done = store.stored_items(run_id)
-            items = [item for item in items if item not in done]
-        elif not items:
-            raise InputError("nothing to run: the selection gives no items (for ops: no chosen op supports "
-                             "the chosen dtypes on the CPU).")
+            items = [item for item in suite.plan(command, options) if item not in done]
         else:
-            run_id = start_run(store, config, adapter, {**saved, "sim_profile": config.sim_profile,
+            # An empty shard (more shards than items) is still a run, so `merge` sees every shard.
+            run_id = start_run(store, config, adapter, {**fresh, "sim_profile": config.sim_profile,
                                                        "jobs": run.jobs, "timeout_s": timeout_s})
             if after_start is not None:
                 after_start(store, run_id, adapter)
@@ -186,3 +184,13 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
                               failing_statuses=failing, strict_fallback=run.strict_fallback)
     finally:
         store.close()
+
+
+def _run_config(run: RunOptions, adapter, device_string: str, saved: dict[str, Any], options, timeout_s,
+                executor: dict[str, Any]):
+    from conformance.config import RunConfig
+
+    return RunConfig(backend=adapter.name, device=device_string, compile_backend=saved.get("compile_backend"),
+                     jobs=run.jobs, timeout_s=timeout_s, seed=saved.get("seed", 0),
+                     sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None,
+                     suite_options=options, **executor)

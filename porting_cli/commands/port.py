@@ -62,6 +62,9 @@ def command(script: str, script_args: tuple[str, ...], static_only: bool, entry:
 
     if apply_fix and show_diff:
         raise click.UsageError("--fix and --diff exclude each other: --diff shows what --fix would write.")
+    if static_only and against:
+        raise click.UsageError("--against predicts the status of the ops a run records, and --static-only "
+                               "runs nothing: drop one of them.")
     project = discover(script, entry)
     if project.is_folder:
         return _project(project, list(script_args), static_only, device, sim_profile, against, db_path,
