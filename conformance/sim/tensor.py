@@ -191,13 +191,13 @@ def _copy_fast(func, args, kwargs):
 
 
 def _run(func, args, kwargs):
-    if func is _TO_COPY and faults.active_profile() is None:
+    profile = faults.active_profile()
+    if func is _TO_COPY and profile is None:
         out = _copy_fast(func, args, kwargs)
         if out is not None:
             return out
     name = str(func)
     returns, seeded, base_name = _schema_info(func)
-    profile = faults.active_profile()
 
     flat, spec = tree_flatten((args, kwargs))
     cpu_flat, in_dtypes, sim_in, cpu_big, to_sim = [], set(), False, False, None
@@ -349,11 +349,10 @@ def install_fallback() -> None:
     fallback.fallback(_fallback_kernel, dispatch_key="PrivateUse1")
     per_op = torch.library.Library("aten", "IMPL")
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    kernel = None
     for name in torch._C._dispatch_get_all_op_names():
         if name.startswith("aten::") and not has(name, "CompositeImplicitAutograd"):
             kernel = _op_kernel(name)
             per_op.impl(name[len("aten::"):], kernel, "PrivateUse1")
     _LIBS.extend([fallback, per_op])
-    # Every per-op kernel shares one code object, so marking one marks them all.
-    skip_recursively(SimTensor.__torch_dispatch__, _fallback_kernel, *filter(None, [kernel]))
+    # Every per-op kernel shares one code object, so marking the last marks them all.
+    skip_recursively(SimTensor.__torch_dispatch__, _fallback_kernel, kernel)
