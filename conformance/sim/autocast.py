@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_map
 
+from .dynamo_skip import skip_recursively
 from .faults import DEVICE
 
 # CUDA's lower-precision list (aten/src/ATen/autocast_mode.cpp), as far as these ops exist.
@@ -61,5 +62,7 @@ def install() -> None:
             name = packet if overload == "default" else f"{packet}.{overload}"
             if "out" in overload:
                 continue
-            policy.impl(name, _lower_precision_kernel(name), _KEY)
+            kernel = _lower_precision_kernel(name)
+            policy.impl(name, kernel, _KEY)
+            skip_recursively(kernel)  # one shared code object; marking it again is a no-op
     _LIBS.extend([fallthrough, policy])

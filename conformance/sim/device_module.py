@@ -11,6 +11,7 @@ import types
 
 import torch
 
+from .dynamo_skip import skip_recursively
 from .faults import DEVICE
 
 _generator: torch.Generator | None = None
@@ -181,6 +182,8 @@ _keep_alive: list = []
 def register_hooks() -> None:
     """Register PrivateUse1 hooks and device guard (once per process; later calls no-op)."""
     hooks, guard = _Hooks(), _Guard()
+    skip_recursively(*(getattr(cls, name) for cls in (_Hooks, _Guard) for name in vars(cls)
+                       if callable(getattr(cls, name)) and not name.startswith("__")))
     if torch._C._acc.register_python_privateuseone_hook(hooks):
         _keep_alive.append(hooks)
     if torch._C._acc.register_python_privateuseone_device_guard(guard):

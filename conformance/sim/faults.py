@@ -10,16 +10,35 @@ import signal
 import time
 import warnings
 from collections import Counter
-from typing import Iterable
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 import torch
 
-from .profile import SimProfile
+from op_db.sim_profile import SimProfile
 
 DEVICE = "sim"
 
 _active: SimProfile | None = None
 _fallback_log: Counter[str] = Counter()
+
+
+_in_compiled_graph = False
+
+
+@contextmanager
+def compiled_graph() -> Iterator[None]:
+    """Marks ops as running inside a graph compiled by the sim compile backend."""
+    global _in_compiled_graph
+    outer, _in_compiled_graph = _in_compiled_graph, True
+    try:
+        yield
+    finally:
+        _in_compiled_graph = outer
+
+
+def in_compiled_graph() -> bool:
+    return _in_compiled_graph
 
 
 def set_profile(profile: SimProfile | None) -> None:

@@ -19,12 +19,18 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from . import faults
+from .dynamo_skip import skip_recursively
 from .faults import DEVICE
 
 _CPU = torch.device("cpu")
+_TO_COPY = torch.ops.aten._to_copy.default
+# What a sim tensor holds while AOTAutograd traces through it, instead of CPU data.
+_TRACED_INNER = (FakeTensor, FunctionalTensor)
 _META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _SET_META = torch.ops.aten.set_.source_Storage_storage_offset
 
@@ -63,6 +69,10 @@ class SimTensor(torch.Tensor):
         return r
 
     def __repr__(self, *, tensor_contents=None):
+        if tensor_contents is None and not _holds_real_data(self):
+            # While AOTAutograd or dynamo traces, `_cpu` is a FakeTensor (or a functional
+            # wrapper) with no data; printing contents would run data-dependent ops on it.
+            tensor_contents = "..."
         if tensor_contents is None:
             with torch.no_grad():
                 tensor_contents = torch._tensor_str._tensor_str(self._cpu.detach(), len("tensor("))
@@ -96,6 +106,11 @@ class SimTensor(torch.Tensor):
     @staticmethod
     def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
         return SimTensor(inner_tensors["_cpu"])
+
+
+def _holds_real_data(t: SimTensor) -> bool:
+    inner = getattr(t, "_cpu", None)
+    return type(inner) is torch.Tensor and inner.device.type == "cpu"
 
 
 def _sync_metadata(t: SimTensor) -> None:
@@ -157,18 +172,42 @@ def _arg(args, kwargs, pos, name, kwarg_only):
     return kwargs.get(name)
 
 
+def _copy_fast(func, args, kwargs):
+    """`_to_copy` between the CPU and sim with no profile active: the same result as the general
+    path below (unwrap, copy on the CPU, wrap), without flattening the arguments; None when the
+    call needs the general path (a traced inner tensor, a non-strided result)."""
+    source = args[0]
+    inner = source._cpu if isinstance(source, SimTensor) else source
+    if type(inner) is not torch.Tensor or inner.device.type != "cpu" or len(args) != 1:
+        return None
+    target = kwargs.get("device")
+    to_sim = target is None or target.type == DEVICE
+    if target is not None and to_sim:
+        kwargs = {**kwargs, "device": _CPU}
+    out = func(inner, **kwargs)
+    if not to_sim:
+        return out
+    return SimTensor(out) if out.layout == torch.strided else None
+
+
 def _run(func, args, kwargs):
+    if func is _TO_COPY and faults.active_profile() is None:
+        out = _copy_fast(func, args, kwargs)
+        if out is not None:
+            return out
     name = str(func)
     returns, seeded, base_name = _schema_info(func)
     profile = faults.active_profile()
 
     flat, spec = tree_flatten((args, kwargs))
     cpu_flat, in_dtypes, sim_in, cpu_big, to_sim = [], set(), False, False, None
+    tracing = False
     for x in flat:
         if isinstance(x, SimTensor):
             sim_in = True
             in_dtypes.add(x.dtype)
             x = x._cpu
+            tracing = tracing or isinstance(x, _TRACED_INNER)
         elif isinstance(x, torch.Tensor):
             if x.dim() > 0 and x.device.type == "cpu":
                 cpu_big = True
@@ -182,6 +221,10 @@ def _run(func, args, kwargs):
         cpu_flat.append(x)
     if to_sim is None:
         to_sim = True
+    if tracing:
+        # AOTAutograd traces through sim with fake inner tensors: the graph records the ops;
+        # the profile applies when the compiled graph runs on sim kernels (see compiler.py).
+        profile = None
     if sim_in and cpu_big and base_name not in _CPU_ARGS_OK:
         raise RuntimeError(
             "Expected all tensors to be on the same device, but found at least two devices, "
@@ -306,7 +349,11 @@ def install_fallback() -> None:
     fallback.fallback(_fallback_kernel, dispatch_key="PrivateUse1")
     per_op = torch.library.Library("aten", "IMPL")
     has = torch._C._dispatch_has_kernel_for_dispatch_key
+    kernel = None
     for name in torch._C._dispatch_get_all_op_names():
         if name.startswith("aten::") and not has(name, "CompositeImplicitAutograd"):
-            per_op.impl(name[len("aten::"):], _op_kernel(name), "PrivateUse1")
+            kernel = _op_kernel(name)
+            per_op.impl(name[len("aten::"):], kernel, "PrivateUse1")
     _LIBS.extend([fallback, per_op])
+    # Every per-op kernel shares one code object, so marking one marks them all.
+    skip_recursively(SimTensor.__torch_dispatch__, _fallback_kernel, *filter(None, [kernel]))

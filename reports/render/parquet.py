@@ -18,6 +18,8 @@ Column schema (documented in the README; `PARQUET_SCHEMA` is the truth):
 | claimed | bool (null) | the suite claims the dtype for the device |
 | check, divergence | string (null) | comparison applied; first divergent module |
 | extra | string | suite-specific facts as a JSON object |
+| op_time_s, compile_s | double (null) | measured seconds in the op itself / compiling, where a suite records them |
+| graph_breaks, recompiles | int64 (null) | compile mode facts, where a suite records them |
 
 The file's key-value metadata holds `neuron_check.run` (the run row as JSON)
 and `neuron_check.schema` ("1").
@@ -28,7 +30,25 @@ from __future__ import annotations
 import json
 from typing import Any, BinaryIO
 
+from op_db.records import Result
 from reports.model import JSON_SCHEMA, Report
+from reports.sanitize import for_json
+
+
+# Measured performance facts lifted from `extra` (top level, or its "compile" object) into columns.
+PERF_SECONDS = ("op_time_s", "compile_s")
+PERF_COUNTS = ("graph_breaks", "recompiles")
+
+
+def performance(result: Result) -> dict[str, Any]:
+    """The performance columns of one result; None where the suite recorded nothing."""
+    nested = result.extra.get("compile") if isinstance(result.extra.get("compile"), dict) else {}
+    row: dict[str, Any] = {}
+    for names, kind in ((PERF_SECONDS, float), (PERF_COUNTS, int)):
+        for name in names:
+            value = result.extra.get(name, nested.get(name))
+            row[name] = kind(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return row
 
 
 def parquet_schema():
@@ -45,6 +65,7 @@ def parquet_schema():
         ("fallback_ops", pa.list_(text)),
         ("duration_s", real), ("claimed", pa.bool_()), ("check", text), ("divergence", text),
         ("extra", text),
+        *((name, real) for name in PERF_SECONDS), *((name, pa.int64()) for name in PERF_COUNTS),
     ])
 
 
@@ -56,6 +77,7 @@ def parquet_rows(report: Report) -> list[dict[str, Any]]:
         row["aten_ops"] = [{"op": op, "count": int(n)} for op, n in sorted(r.aten_ops.items())]
         row["fallback_ops"] = list(r.fallback_ops)
         row["extra"] = json.dumps(r.extra, sort_keys=True, default=str)
+        row.update(performance(r))
         row.update(run_id=run.get("id"), backend=run.get("backend"), device=run.get("device"),
                    simulated=report.simulated)
         rows.append(row)
@@ -71,7 +93,7 @@ def write_parquet(report: Report, target: str | BinaryIO) -> int:
         "neuron_check.schema": str(JSON_SCHEMA),
         "neuron_check.run": json.dumps(run_metadata(report), sort_keys=True, default=str),
     })
-    rows = parquet_rows(report)
+    rows = for_json(parquet_rows(report))  # the raw text, but no lone surrogate (Arrow strings are UTF-8)
     table = pa.Table.from_pylist(rows, schema=schema)
     pq.write_table(table, target)
     return len(rows)

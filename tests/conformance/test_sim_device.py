@@ -20,8 +20,16 @@ def test_accelerator_sees_sim(sim_device):
     assert torch.accelerator.is_available()
     assert torch.accelerator.device_count() == 1
     assert torch.accelerator.current_device_index() == 0
-    # torch.accelerator.synchronize() needs a C++ device guard (torch._C._acc's Python guard
-    # cannot provide synchronizeDevice); torch.sim.synchronize() is the sim way.
+    # What device-agnostic code calls, and a Python device guard cannot answer in C++:
+    torch.accelerator.synchronize()
+    torch.accelerator.synchronize("sim:0")
+    assert torch.accelerator.memory_allocated() == 0
+    assert torch.accelerator.max_memory_allocated(0) == 0
+    assert torch.accelerator.get_memory_info() == (0, 0)
+    torch.accelerator.reset_peak_memory_stats()
+    torch.accelerator.empty_cache()
+    with pytest.raises(ValueError, match="doesn't match the current accelerator"):
+        torch.accelerator.synchronize("cpu")  # torch's own check, untouched
 
 
 def test_device_module(sim_device):
@@ -153,16 +161,67 @@ def test_rng_state_round_trip_and_independent_of_cpu(sim_device):
         torch.rand(2, device="sim")
 
 
-def test_compile_aot_eager(sim_device):
-    torch._dynamo.reset()
+@pytest.fixture
+def structured_trace_on():
+    """Attach a handler to torch's structured-trace log, as TORCH_TRACE or pytest>=9's log
+    capture do: every trace payload (reprs of traced tensors included) is then computed."""
+    import logging
 
+    from torch._logging._internal import trace_log
+
+    handler = logging.NullHandler()
+    trace_log.addHandler(handler)
+    yield
+    trace_log.removeHandler(handler)
+
+
+def _compile_counters(fn, *args, **compile_kwargs):
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    out = torch.compile(fn, backend="aot_eager", **compile_kwargs)(*args)
+    return out, dict(counters["graph_break"]), dict(counters["frames"])
+
+
+def test_compile_aot_eager(sim_device, structured_trace_on):
     def f(t):
         return (t.sin() * 2 + t.cos()).sum(dim=0)
 
     x = torch.randn(4, 3)
-    out = torch.compile(f, backend="aot_eager")(x.to("sim"))
+    out, breaks, frames = _compile_counters(f, x.to("sim"))
     assert out.device.type == "sim"
     assert torch.allclose(out.cpu(), f(x), atol=1e-6)
+    assert breaks == {}
+    assert frames == {"total": 1, "ok": 1}  # dynamo compiled f, and nothing of sim's own
+    out, _, _ = _compile_counters(f, x.to("sim"), fullgraph=True)
+    assert torch.allclose(out.cpu(), f(x), atol=1e-6)
+
+
+def test_compile_never_traces_sim_machinery(sim_device, structured_trace_on):
+    # A graph break in user code runs the rest eagerly: dynamo then sees every Python frame
+    # the dispatcher calls, and must leave sim's kernels alone, as it does a real backend's.
+    def f(t):
+        y = t.exp()
+        n = int(y.sum().item())  # data-dependent: one graph break here
+        return y.nonzero().float().sum() + n
+
+    x = torch.randn(5, 3)
+    out, breaks, _ = _compile_counters(f, x.to("sim"))
+    assert out.device.type == "sim"
+    assert torch.allclose(out.cpu(), f(x))
+    assert sum(breaks.values()) >= 1
+    assert not [reason for reason in breaks if "sim" in reason.lower()]
+
+
+def test_repr_while_tracing_shows_no_data(sim_device):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    s = torch.randn(3).to("sim")
+    with FakeTensorMode() as mode:
+        s._cpu = mode.from_tensor(s._cpu)
+    text = repr(s)
+    assert "device='sim:0'" in text and "..." in text
 
 
 def test_autocast(sim_device):
