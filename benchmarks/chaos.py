@@ -46,9 +46,9 @@ OPS = ("add,sub,mul,div.no_rounding_mode,abs,neg,exp,log,sin,cos,tan,tanh,sigmoi
        "atan2,maximum,minimum,clamp,where,pow,lerp,nn.functional.relu,nn.functional.gelu,sum,mean,amax,"
        "expm1,log1p,reciprocal,sign,trunc,frac,hypot,fmod,remainder,erf")
 GONE_WITHIN_S = 5.0
-POLL_S = 0.05
+POLL_S = 0.01
 # A kill lands up to this long after the previous event; short, as a sim item takes ~40 ms.
-MAX_KILL_DELAY_S = 0.3
+MAX_KILL_DELAY_S = 0.2
 
 
 @dataclasses.dataclass
@@ -112,13 +112,36 @@ def workers_of(parent: subprocess.Popen) -> list[proctree.Proc]:
     return found
 
 
-def wait_for_a_new_item(parent: subprocess.Popen, db: Path, have: int) -> bool:
-    """Wait until more than `have` items are stored; False if the run ended first."""
-    while parent.poll() is None:
-        if stored_count(db) > have:
-            return True
+def wait_for_first_result(parent: subprocess.Popen, db: Path) -> tuple[int | None, bool]:
+    """Read the parent's stderr up to its "run N: K items" line, then wait until the database
+    file changes (its first result is committed): (K, True), or False if the run ended first.
+    A file stat, unlike a query, never waits on the writer's lock, so the kills land on time."""
+    announced = None
+    for line in parent.stderr:
+        found = re.match(r"run \d+: (\d+) items", line)
+        if found:
+            announced = int(found.group(1))
+            break
+    if announced is None:
+        return None, False
+    before = _file_state(db)
+    while parent.poll() is None and announced:  # a resume with nothing left is not interrupted
+        if _file_state(db) != before:
+            return announced, True
         time.sleep(POLL_S)
-    return False
+    return announced, False
+
+
+def _file_state(db: Path) -> tuple:
+    """What a commit changes: the database file or, in WAL mode (the store's), its -wal file."""
+    found = []
+    for path in (db, db.with_name(db.name + "-wal")):
+        try:
+            stat = path.stat()
+            found.append((stat.st_mtime_ns, stat.st_size))
+        except FileNotFoundError:
+            found.append(None)
+    return tuple(found)
 
 
 def reap_left_behind(procs: set[proctree.Proc]) -> int:
@@ -159,9 +182,9 @@ def chaotic(args: argparse.Namespace, workdir: Path, rng: random.Random, planned
         remaining = planned - have
         kill_parent = chaos.parent_kills < args.parent_kills
         events = []
-        # Kills are timed from the process's first new item (its workers are up by then), not
-        # counted in items: the store is read with a lag of tens of items while commits stream in.
-        flowing = wait_for_a_new_item(parent, db, have)
+        # Kills are timed from the process's first result (its workers are up by then), not
+        # counted in items: a query of the store lags tens of items behind while commits stream in.
+        announced, flowing = wait_for_first_result(parent, db)
         if flowing and chaos.worker_kills < args.worker_kills:
             time.sleep(rng.uniform(0, MAX_KILL_DELAY_S))
             candidates = workers_of(parent)
@@ -185,8 +208,7 @@ def chaotic(args: argparse.Namespace, workdir: Path, rng: random.Random, planned
             _, stderr = parent.communicate()
             if parent.returncode not in (0, 1):
                 sys.exit(f"a resumed run failed ({parent.returncode}): {stderr.strip()[-500:]}")
-        announced = re.search(r"^run \d+: (\d+) items", stderr, re.MULTILINE)
-        if announced is None or int(announced.group(1)) != remaining:
+        if announced != remaining:
             misplanned += 1  # a resume that plans more (or fewer) items than are left
         chaos.wall_s += time.perf_counter() - started
         rows = stored_rows(db)
@@ -213,11 +235,12 @@ def main() -> int:
     args = parser.parse_args()
     if not sys.platform.startswith("linux"):
         sys.exit("chaos.py reads /proc: Linux only.")
-    from conformance.planning import PlanOptions, parse_dtypes, plan
+    from conformance.planning import OpsOptions, parse_dtypes
+    from conformance.suite import plan
     from porting_cli.options import split_list
 
-    planned = set(plan(PlanOptions(ops=tuple(split_list(args.ops)), dtypes=tuple(parse_dtypes(split_list(args.dtype))),
-                               grad=args.grad), "sim"))
+    planned = set(plan("ops", OpsOptions(ops=tuple(split_list(args.ops)), dtypes=tuple(parse_dtypes(split_list(args.dtype))),
+                                         grad=args.grad)))
     with tempfile.TemporaryDirectory(prefix="neuron-check-chaos-") as tmp:
         reference, reference_wall = uninterrupted(args, Path(tmp))
         rows, chaos, run_again = chaotic(args, Path(tmp), random.Random(args.seed), len(planned))

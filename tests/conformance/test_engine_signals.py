@@ -14,7 +14,8 @@ import pytest
 
 from conformance import proctree
 from conformance.lifeline import ORPHAN_EXIT, Terminated, exit_status, interrupt_on_sigterm
-from conformance.planning import PlanOptions, plan
+from conformance.planning import OpsOptions
+from conformance.suite import plan
 from op_db.errors import InputError
 from op_db.records import Status
 from op_db.store import Store
@@ -113,7 +114,7 @@ def test_sigterm_interrupts_like_ctrl_c_and_resume_finishes_the_run(hung_run, ta
     with Store.open(db, readonly=True) as store:
         after = store.results(run_id)
         assert store.run(run_id)["status"] == "finished"
-    planned = plan(PlanOptions(ops=tuple(OPS.split(",")), dtypes=("float32",)), "sim")
+    planned = plan("ops", OpsOptions(ops=tuple(OPS.split(",")), dtypes=("float32",)))
     assert sorted(r.item for r in after) == sorted(planned)  # nothing lost, nothing twice
     by_item = {r.item: r for r in after}
     for item, result in before.items():  # stored items were not run again
