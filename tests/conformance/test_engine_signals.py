@@ -26,6 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 OPS = "add,sub,erfinv"  # erfinv hangs; the other two finish, so the run is known to be on the hang
 HANG_PROFILE = '{"name": "hang-erfinv", "faults": [{"op": "aten.erfinv.default", "kind": "hang"}]}'
 GONE_WITHIN_S = 5.0
+# Long enough that the hang is still running when the test signals (about 1 s after it began),
+# short enough that the resume, which keeps the run's options, cuts it off as TIMEOUT.
+HANG_TIMEOUT_S = 15
 
 
 @pytest.fixture
@@ -39,7 +42,7 @@ def hung_run(tmp_path):
     env.pop("NEURON_CHECK_SIM_PROFILE", None)
     parent = subprocess.Popen([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--sim-profile",
                                str(profile), "--ops", OPS, "--dtype", "fp32", "--max-samples", "1", "-j", "2",
-                               "--timeout", "600"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                               "--timeout", str(HANG_TIMEOUT_S)], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, start_new_session=True)
     workers: set[proctree.Proc] = set()
     try:
@@ -108,7 +111,7 @@ def test_sigterm_interrupts_like_ctrl_c_and_resume_finishes_the_run(hung_run, ta
     assert resume_lines == [f"neuron-check: run {run_id} interrupted; finish it with: "
                             f"neuron-check ops --resume {run_id}"], stderr
 
-    done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--resume", str(run_id), "--timeout", "3"],
+    done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--resume", str(run_id)],
                           env=env, cwd=db.parent, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     with Store.open(db, readonly=True) as store:
