@@ -81,6 +81,9 @@ class NeuronCheckGroup(click.Group):
         kwargs.setdefault("standalone_mode", False)
         tolerant_streams()  # a report never dies on a terminal that cannot encode it
         debug = "--debug" in sys.argv[1:] or bool(os.environ.get("NEURON_CHECK_DEBUG"))
+        from conformance.lifeline import exit_status, interrupt_on_sigterm
+
+        interrupt_on_sigterm()  # SIGTERM stops like Ctrl-C, with exit status 143
         try:
             result = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
@@ -93,17 +96,17 @@ class NeuronCheckGroup(click.Group):
             message = for_terminal(exc.format_message()).rstrip(".")
             click.echo(f"neuron-check: error: {message}{hint}.", err=True)
             sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
-        except click.Abort:
+        except click.Abort as exc:  # click's wrapping of a KeyboardInterrupt (or of EOF at a prompt)
             click.echo("neuron-check: interrupted.", err=True)
-            sys.exit(130)
+            sys.exit(exit_status(exc.__cause__ or KeyboardInterrupt()))
         except InputError as exc:
             if debug:
                 raise
             click.echo(f"neuron-check: error: {for_terminal(exc)}", err=True)  # errors quote user input
             sys.exit(EXIT_USAGE)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             click.echo("neuron-check: interrupted.", err=True)
-            sys.exit(130)
+            sys.exit(exit_status(exc))
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             if debug:
                 raise

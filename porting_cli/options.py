@@ -162,7 +162,8 @@ def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
 def run_and_report(store, items, config, adapter, run_id: int, *, command_name: str, junit_path: str | None,
                    failing_statuses: set, strict_fallback: bool) -> int:
     """Run planned items through the engine, print the summary, write JUnit; the exit code
-    (130 interrupted, 1 when a --fail-on status occurred, else 0)."""
+    (128 + the signal when interrupted: 130 Ctrl-C, 143 SIGTERM; 1 when a --fail-on status
+    occurred; else 0)."""
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
     from reports.render.summary import summary_table
@@ -181,10 +182,24 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
         failing = FAILING | ({Status.FALLBACK} if strict_fallback else set())
         write_junit(results, junit_path, suite_name=f"neuron-check {command_name} run {run_id}", failing=frozenset(failing))
     if summary.interrupted:
-        return 130
+        click.echo(f"neuron-check: run {run_id} interrupted; finish it with: {resume_command(store, command_name, run_id)}",
+                   err=True)
+        return 128 + summary.signal
     if failing_statuses and any(r.status in failing_statuses for r in results):
         return 1
     return 0
+
+
+def resume_command(store, command_name: str, run_id: int) -> str:
+    """The command line that finishes run `run_id` of `store` (--db only when not the default)."""
+    import shlex
+
+    from op_db.store import default_path
+
+    words = ["neuron-check", command_name, "--resume", str(run_id)]
+    if store.path.resolve() != default_path().resolve():
+        words += ["--db", str(store.path)]
+    return shlex.join(words)
 
 
 def executor_options(func):

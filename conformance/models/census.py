@@ -12,6 +12,8 @@ import multiprocessing
 import time
 from collections.abc import Callable, Sequence
 
+from conformance.lifeline import die_with_parent
+
 BATCH = 24
 OK = "ok"
 
@@ -64,7 +66,8 @@ def build_status(model_types: Sequence[str], jobs: int = 1, batch: int = BATCH,
     if not batches:
         return found
     mp = multiprocessing.get_context("spawn")
-    with mp.Pool(processes=max(1, min(jobs, len(batches))), maxtasksperchild=1) as pool:
+    with mp.Pool(processes=max(1, min(jobs, len(batches))), maxtasksperchild=1,
+                 initializer=die_with_parent) as pool:
         for rows in pool.imap_unordered(functools.partial(_build_batch, forward=forward), batches):
             for model_type, status, seconds in rows:
                 found[model_type] = (status, seconds)
