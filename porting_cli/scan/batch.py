@@ -25,11 +25,16 @@ PARALLEL_MIN_LINES = 4000
 
 @dataclasses.dataclass(frozen=True)
 class ScanOptions:
-    jobs: int = 0  # 0: one worker per CPU core
+    jobs: int = 0  # 0: one worker per CPU core this process may use
     cache: ScanCache | None = None  # None: ScanCache.default()
 
     def workers(self) -> int:
-        return self.jobs if self.jobs > 0 else (os.cpu_count() or 1)
+        if self.jobs > 0:
+            return self.jobs
+        try:
+            return len(os.sched_getaffinity(0))  # taskset / cgroup limits, not the machine's count
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1
 
 
 @dataclasses.dataclass(frozen=True)
