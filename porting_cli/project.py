@@ -153,10 +153,10 @@ class ProjectScan:
 
 def scan_project(project: Project, jobs: int = 0) -> ProjectScan:
     """Scan each file with the single-file scan (through the content cache, misses on `jobs`
-    worker processes: porting_cli.scan.batch); a file that is not UTF-8 or not valid Python
+    worker processes: porting_cli.batch_scan); a file that is not UTF-8 or not valid Python
     is skipped with a warning and the scan goes on."""
     from porting_cli.scan import ScanError, ScanResult
-    from porting_cli.scan.batch import ScanOptions, scan_paths
+    from porting_cli.batch_scan import ScanOptions, scan_paths
 
     findings: list[Any] = []
     files: list[dict[str, Any]] = []

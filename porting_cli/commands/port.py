@@ -70,7 +70,7 @@ def command(script: str, script_args: tuple[str, ...], static_only: bool, entry:
         return _project(project, list(script_args), static_only, device, sim_profile, against, db_path,
                         max_steps, max_seconds, fmt, output, fail_on, apply_fix, show_diff)
     from porting_cli.scan import ScanError
-    from porting_cli.scan.batch import scan_paths
+    from porting_cli.batch_scan import scan_paths
 
     scanned = scan_paths([(script, script)])[0]  # through the content cache: porting_cli.scan.cache
     if isinstance(scanned, ScanError):  # a missing, unreadable or broken file

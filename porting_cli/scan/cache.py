@@ -1,7 +1,7 @@
 """A cache of scan results keyed by file content, so an unchanged file is never parsed twice.
 
 One JSON file per scanned text under ``$XDG_CACHE_HOME/neuron-check/scan/`` (``~/.cache``
-when unset) holds what ``porting_cli.scan.batch`` needs to answer without libcst: the
+when unset) holds what ``porting_cli.batch_scan`` needs to answer without libcst: the
 findings, the line count and the fixed text. The key is the SHA-256 of the file's text
 and of the scanner's own identity: the sources of ``porting_cli/scan/*.py`` (the rule
 table included) and ``porting_cli/fix.py`` and the Python version, so a new version of

@@ -11,8 +11,8 @@ import pytest
 
 from porting_cli.fix import fix_source
 from porting_cli.scan import ScanError, scan_source
-from porting_cli.scan import batch
-from porting_cli.scan.batch import ScanOptions, scan_paths
+from porting_cli import batch_scan as batch
+from porting_cli.batch_scan import ScanOptions, scan_paths
 from porting_cli.scan.cache import ScanCache
 
 SCRIPT = """import torch

@@ -1,5 +1,7 @@
 """Scanning many files fast: the content cache first, then the misses on a pool of processes.
 
+It sits above porting_cli.scan and porting_cli.fix, whose results it combines.
+
 Each file gives a ``FileScan``: its findings (``ScanResult``) and its patch (``FixResult``),
 both from one analysis, or the ``ScanError`` that says why it could not be scanned. A file
 whose text was scanned before (``porting_cli.scan.cache``) costs a hash and a JSON read and
@@ -15,9 +17,9 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Sequence
 
-from .cache import CachedScan, ScanCache
-from .model import ScanError, ScanResult
-from .source import read_source
+from porting_cli.scan.cache import CachedScan, ScanCache
+from porting_cli.scan.model import ScanError, ScanResult
+from porting_cli.scan.source import read_source
 
 #: below this many lines to analyse, starting workers costs more than it saves
 PARALLEL_MIN_LINES = 4000
