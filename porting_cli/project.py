@@ -148,27 +148,31 @@ class ProjectScan:
     result: Any  # porting_cli.scan.ScanResult over all files
     files: list[dict[str, Any]]  # one summary per scanned file
     warnings: list[str]  # the project's warnings plus the files that could not be scanned
+    patch: str = ""  # the unified diff of every file's automatic fixes, paths relative to the root
 
 
-def scan_project(project: Project) -> ProjectScan:
-    """Scan each file with the single-file scan; a file that is not UTF-8 or not valid Python
+def scan_project(project: Project, jobs: int = 0) -> ProjectScan:
+    """Scan each file with the single-file scan (through the content cache, misses on `jobs`
+    worker processes: porting_cli.batch_scan); a file that is not UTF-8 or not valid Python
     is skipped with a warning and the scan goes on."""
-    from porting_cli.scan import ScanError, ScanResult, scan_source
-    from porting_cli.scan.engine import read_source
+    from porting_cli.scan import ScanError, ScanResult
+    from porting_cli.batch_scan import ScanOptions, scan_paths
 
     findings: list[Any] = []
     files: list[dict[str, Any]] = []
     warnings = list(project.warnings)
+    patches: list[str] = []
     lines = 0
-    for rel in project.files:
-        try:
-            scanned = scan_source(read_source(project.path(rel)), rel)
-        except ScanError as exc:
-            warnings.append(f"skipped {rel}: {str(exc).replace(project.path(rel), rel)}")
+    answers = scan_paths([(project.path(rel), rel) for rel in project.files], ScanOptions(jobs=jobs))
+    for rel, scanned in zip(project.files, answers):
+        if isinstance(scanned, ScanError):
+            warnings.append(f"skipped {rel}: {str(scanned).replace(project.path(rel), rel)}")
             continue
-        findings += scanned.findings
-        lines += scanned.lines
-        files.append({"path": rel, "lines": scanned.lines, "findings": len(scanned.findings),
-                      "needs_change": sum(f.severity != "info" for f in scanned.findings),
-                      "fixable": sum(f.fixable for f in scanned.findings)})
-    return ProjectScan(ScanResult(path=project.root, findings=findings, lines=lines), files, warnings)
+        findings += scanned.result.findings
+        lines += scanned.result.lines
+        patches.append(scanned.fix.diff())
+        files.append({"path": rel, "lines": scanned.result.lines, "findings": len(scanned.result.findings),
+                      "needs_change": sum(f.severity != "info" for f in scanned.result.findings),
+                      "fixable": sum(f.fixable for f in scanned.result.findings)})
+    return ProjectScan(ScanResult(path=project.root, findings=findings, lines=lines), files, warnings,
+                       "".join(patches))

@@ -69,12 +69,15 @@ def command(script: str, script_args: tuple[str, ...], static_only: bool, entry:
     if project.is_folder:
         return _project(project, list(script_args), static_only, device, sim_profile, against, db_path,
                         max_steps, max_seconds, fmt, output, fail_on, apply_fix, show_diff)
-    from porting_cli.scan import scan_file
+    from porting_cli.scan import ScanError
+    from porting_cli.batch_scan import scan_paths
 
-    scan = scan_file(script)  # ScanError (an InputError) for a missing, unreadable or broken file
+    scanned = scan_paths([(script, script)])[0]  # through the content cache: porting_cli.scan.cache
+    if isinstance(scanned, ScanError):  # a missing, unreadable or broken file
+        raise scanned
     if show_diff or apply_fix:
         return _fix(script, apply_fix, fix_file)
-    patch = fix_file(script, write=False).diff()
+    scan, patch = scanned.result, scanned.fix.diff()
     trace = reach = prediction = None
     if not static_only:
         run = project.require_entry() if entry else script
@@ -92,10 +95,9 @@ def _project(project, args: list[str], static_only: bool, device: str | None, si
              against: str | None, db_path: str | None, max_steps: int, max_seconds: float, fmt: str,
              output: str | None, fail_on: str | None, apply_fix: bool, show_diff: bool) -> int:
     """Project mode: scan every file, run the entry script, one report for the whole folder."""
-    from porting_cli.fix import fix_file, fix_source
+    from porting_cli.fix import fix_file
     from porting_cli.port import build_report, exit_code
     from porting_cli.project import scan_project
-    from porting_cli.scan.engine import read_source
 
     entry = None if static_only or show_diff or apply_fix else project.require_entry()  # before any work
     scanned = scan_project(project)
@@ -103,7 +105,6 @@ def _project(project, args: list[str], static_only: bool, device: str | None, si
 
     for warning in scanned.warnings:
         echo(f"neuron-check: warning: {warning}", err=True)  # file names are untrusted text
-    files = [f["path"] for f in scanned.files]
     if apply_fix:
         fixable = [f["path"] for f in scanned.files if f["fixable"]]
         for rel in fixable:
@@ -111,7 +112,7 @@ def _project(project, args: list[str], static_only: bool, device: str | None, si
         if not fixable:
             echo(f"{_display(project.root)}: nothing to fix automatically.")
         return 0
-    patch = "".join(fix_source(read_source(project.path(rel)), rel).diff() for rel in files)
+    patch = scanned.patch
     if show_diff:
         _print_patch(patch)
         return 0
