@@ -123,6 +123,27 @@ class SimWork(dist.Work):
         return future
 
 
+class _AllWork:
+    """Several gloo works seen as one (what a coalesced collective returns)."""
+
+    def __init__(self, works: list[dist.Work]):
+        self._works = works
+
+    def wait(self) -> bool:
+        for work in self._works:
+            work.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        return all(w.is_completed() for w in self._works)
+
+    def is_success(self) -> bool:
+        return all(w.is_success() for w in self._works)
+
+    def get_future(self) -> torch.futures.Future:
+        return torch.futures.collect_all([w.get_future() for w in self._works])
+
+
 class SimProcessGroup(dist.ProcessGroup):
     """A process group for `sim` (and CPU) tensors, computed by an owned gloo group."""
 
@@ -172,8 +193,9 @@ class SimProcessGroup(dist.ProcessGroup):
     all_gather_single = _allgather_base
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=_c10d.AllgatherOptions()):
-        inner = self._gloo.allgather_into_tensor_coalesced(_inner_all(outputs), _inner_all(inputs), opts)
-        return self._work("all_gather_into_tensor", inner, outputs)
+        # gloo has no coalesced form: one collective per pair, waited on together.
+        works = [self._gloo._allgather_base(_inner(o), _inner(i), opts) for o, i in zip(outputs, inputs)]
+        return self._work("all_gather_into_tensor", _AllWork(works), outputs)
 
     def reduce_scatter(self, outputs, input_lists, opts=_c10d.ReduceScatterOptions()):
         inner = self._gloo.reduce_scatter(_inner_all(outputs), _inner_all(input_lists), opts)
@@ -186,8 +208,8 @@ class SimProcessGroup(dist.ProcessGroup):
     reduce_scatter_single = _reduce_scatter_base
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=_c10d.ReduceScatterOptions()):
-        inner = self._gloo.reduce_scatter_tensor_coalesced(_inner_all(outputs), _inner_all(inputs), opts)
-        return self._work("reduce_scatter_tensor", inner, outputs)
+        works = [self._gloo._reduce_scatter_base(_inner(o), _inner(i), opts) for o, i in zip(outputs, inputs)]
+        return self._work("reduce_scatter_tensor", _AllWork(works), outputs)
 
     def alltoall(self, outputs, inputs, opts=_c10d.AllToAllOptions()):
         return self._work("all_to_all", self._gloo.alltoall(_inner_all(outputs), _inner_all(inputs), opts), outputs)

@@ -81,7 +81,7 @@ class SimTensor(torch.Tensor):
     def untyped_storage(self):
         # The held CPU tensor's storage is the sim tensor's memory: FSDP2 frees and
         # re-allocates unsharded parameters by resizing it, as on a real device.
-        if _holds_real_data(self):
+        if _holds_real_data(self) and not torch.compiler.is_compiling():
             return self._cpu.untyped_storage()
         return torch.Tensor.untyped_storage(self)
 
