@@ -75,9 +75,10 @@ def _apply(fault: CollectiveFault, outputs: list[torch.Tensor]) -> None:
 class SimWork(dist.Work):
     """Waits for the gloo work, then applies this rank's faults to the outputs, once."""
 
-    def __init__(self, inner: dist.Work, collective: str, outputs: Any, rank: int):
+    def __init__(self, inner: dist.Work, collective: str, outputs: Any, rank: int, divide_by: int = 1):
         super().__init__()
         self._work = inner
+        self._divide_by = divide_by
         self._collective = collective
         self._outputs = outputs
         self._rank = rank
@@ -87,6 +88,10 @@ class SimWork(dist.Work):
         if self._finished:
             return
         self._finished = True
+        if self._divide_by != 1:
+            with torch.no_grad():
+                for t in _leaves(self._outputs):
+                    _inner(t).div_(self._divide_by)
         profile = faults.active_profile()
         if profile is None or not profile.collective_faults:
             return
@@ -154,8 +159,18 @@ class SimProcessGroup(dist.ProcessGroup):
         self._group_name = group_name
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("sim-gloo", store), rank, size, timeout)
 
-    def _work(self, collective: str, inner: dist.Work, outputs: Any) -> SimWork:
-        return SimWork(inner, collective, outputs, self._rank)
+    def _work(self, collective: str, inner: dist.Work, outputs: Any, averaged: bool = False) -> SimWork:
+        return SimWork(inner, collective, outputs, self._rank, self._size if averaged else 1)
+
+    @staticmethod
+    def _summed(opts: Any) -> tuple[Any, bool]:
+        """gloo has no AVG: sum, and divide when the work completes, as backends without it do."""
+        if opts.reduceOp != dist.ReduceOp.AVG:
+            return opts, False
+        summed = type(opts)()
+        summed.reduceOp = dist.ReduceOp.SUM
+        summed.timeout = opts.timeout
+        return summed, True
 
     def getBackendName(self) -> str:
         return BACKEND
@@ -174,7 +189,8 @@ class SimProcessGroup(dist.ProcessGroup):
         return self._rank
 
     def allreduce(self, tensors, opts=_c10d.AllreduceOptions()):
-        return self._work("all_reduce", self._gloo.allreduce(_inner_all(tensors), opts), tensors)
+        opts, averaged = self._summed(opts)
+        return self._work("all_reduce", self._gloo.allreduce(_inner_all(tensors), opts), tensors, averaged)
 
     def allreduce_coalesced(self, tensors, opts=_c10d.AllreduceCoalescedOptions()):
         return self._work("all_reduce", self._gloo.allreduce_coalesced(_inner_all(tensors), opts), tensors)
@@ -198,18 +214,21 @@ class SimProcessGroup(dist.ProcessGroup):
         return self._work("all_gather_into_tensor", _AllWork(works), outputs)
 
     def reduce_scatter(self, outputs, input_lists, opts=_c10d.ReduceScatterOptions()):
+        opts, averaged = self._summed(opts)
         inner = self._gloo.reduce_scatter(_inner_all(outputs), _inner_all(input_lists), opts)
-        return self._work("reduce_scatter", inner, outputs)
+        return self._work("reduce_scatter", inner, outputs, averaged)
 
     def _reduce_scatter_base(self, output, input, opts=_c10d.ReduceScatterOptions()):
+        opts, averaged = self._summed(opts)
         inner = self._gloo._reduce_scatter_base(_inner(output), _inner(input), opts)
-        return self._work("reduce_scatter_tensor", inner, [output])
+        return self._work("reduce_scatter_tensor", inner, [output], averaged)
 
     reduce_scatter_single = _reduce_scatter_base
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=_c10d.ReduceScatterOptions()):
+        opts, averaged = self._summed(opts)
         works = [self._gloo._reduce_scatter_base(_inner(o), _inner(i), opts) for o, i in zip(outputs, inputs)]
-        return self._work("reduce_scatter_tensor", _AllWork(works), outputs)
+        return self._work("reduce_scatter_tensor", _AllWork(works), outputs, averaged)
 
     def alltoall(self, outputs, inputs, opts=_c10d.AllToAllOptions()):
         return self._work("all_to_all", self._gloo.alltoall(_inner_all(outputs), _inner_all(inputs), opts), outputs)

@@ -1,0 +1,1 @@
+def run_item(item, rctx): raise NotImplementedError

@@ -1,0 +1,62 @@
+"""The dist suite's items: what `neuron-check dist` runs for a selection."""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from typing import Any
+
+from conformance.dist import SUITE
+from op_db.errors import InputError
+from op_db.records import WorkItem
+
+PARTS = ("collectives", "parity", "streams")
+PARITY_WAYS = ("single", "ddp", "fsdp2", "fsdp2_tp")
+STREAM_CHECKS = ("order", "synchronize", "device_module")
+
+
+@dataclasses.dataclass(frozen=True)
+class DistOptions:
+    """A dist run's selection; stored with the run so --resume rebuilds the same plan."""
+
+    world_size: int = 2
+    dtypes: tuple[str, ...] = ("float32", "bfloat16")
+    parts: tuple[str, ...] = PARTS
+    collectives: tuple[str, ...] = ()  # names or globs; empty: all
+    ops: tuple[str, ...] = ()  # DTensor OpInfo selection; empty: no DTensor items
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DistOptions":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names})
+
+
+def plan(options: DistOptions) -> list[WorkItem]:
+    from conformance.dist.collectives import CATALOGUE, DTYPELESS, NO_DTYPE
+
+    for part in options.parts:
+        if part not in PARTS:
+            raise InputError(f"unknown dist part {part!r}; known: {', '.join(PARTS)}.")
+    items: list[WorkItem] = []
+    if "collectives" in options.parts:
+        for pattern in options.collectives:
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in CATALOGUE):
+                raise InputError(f"no collective matches {pattern!r}; known: {', '.join(CATALOGUE)}.")
+        for name, spec in CATALOGUE.items():
+            if options.collectives and not any(fnmatch.fnmatchcase(name, p) for p in options.collectives):
+                continue
+            dtypes = (NO_DTYPE,) if name in DTYPELESS else options.dtypes
+            items += [WorkItem(SUITE, name, variant, dtype, "eager") for dtype in dtypes for variant in spec.variants]
+    if "parity" in options.parts:
+        items += [WorkItem(SUITE, f"parity.{way}", "train2", dtype, "eager")
+                  for dtype in options.dtypes for way in PARITY_WAYS]
+    if "streams" in options.parts:
+        items += [WorkItem(SUITE, f"streams.{check}", "ordering", NO_DTYPE, "eager") for check in STREAM_CHECKS]
+    if options.ops:
+        from conformance.dist.dtensor_ops import plan_ops
+
+        items += plan_ops(options.ops, options.dtypes)
+    return items
