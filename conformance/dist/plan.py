@@ -23,7 +23,6 @@ class DistOptions:
     dtypes: tuple[str, ...] = ("float32", "bfloat16")
     parts: tuple[str, ...] = PARTS
     collectives: tuple[str, ...] = ()  # names or globs; empty: all
-    ops: tuple[str, ...] = ()  # DTensor OpInfo selection; empty: no DTensor items
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
@@ -55,8 +54,4 @@ def plan(options: DistOptions) -> list[WorkItem]:
                   for dtype in options.dtypes for way in PARITY_WAYS]
     if "streams" in options.parts:
         items += [WorkItem(SUITE, f"streams.{check}", "ordering", NO_DTYPE, "eager") for check in STREAM_CHECKS]
-    if options.ops:
-        from conformance.dist.dtensor_ops import plan_ops
-
-        items += plan_ops(options.ops, options.dtypes)
     return items

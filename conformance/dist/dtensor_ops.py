@@ -1,1 +1,0 @@
-def run_item(item, rctx): raise NotImplementedError
