@@ -129,7 +129,7 @@ def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
 
 
 def run_and_report(store, items, config, adapter, run_id: int, *, command_name: str, junit_path: str | None,
-                   failing_statuses: set, strict_fallback: bool) -> int:
+                   failing_statuses: set, strict_fallback: bool, executor=None) -> int:
     """Run planned items through the engine, print the summary, write JUnit; the exit code
     (130 interrupted, 1 when a --fail-on status occurred, else 0)."""
     from conformance.engine import run_items
@@ -138,7 +138,7 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
 
     label = " (simulated)" if adapter.simulated else ""
     click.echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
-    summary = run_items(items, config, store, run_id, progress=True)
+    summary = run_items(items, config, store, run_id, progress=True, executor=executor)
     results = store.results(run_id)
     click.echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
                              interrupted=summary.interrupted))
