@@ -28,9 +28,9 @@ def main() -> int:
     from conformance.dist.world import WorldExecutor, WorldSpec
 
     adapter = backends.get("sim").init()
-    items = plan(DistOptions(world_size=args.world_size, dtypes=tuple(args.dtype.split(","))))
-    config = RunConfig(backend="sim", device="sim", jobs=args.jobs, timeout_s=args.timeout,
-                       options={"world_size": args.world_size})
+    options = DistOptions(world_size=args.world_size, dtypes=tuple(args.dtype.split(",")))
+    items = plan(options)
+    config = RunConfig(backend="sim", device="sim", jobs=args.jobs, timeout_s=args.timeout, suite_options=options)
     results = []
     started = time.perf_counter()
     WorldExecutor(WorldSpec.for_config(config, adapter)).execute(items, config, results.append)

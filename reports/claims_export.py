@@ -19,6 +19,7 @@ from typing import Any, Callable
 from op_db.records import FAILING, Result, Status
 from reports.claims import OPINFO_SUITE, worst
 from reports.claims_table import FALLBACK, NATIVE, UNSUPPORTED
+from reports.sanitize import for_markdown, for_terminal
 
 HEADERS = ("PyTorch API", "Status", "Dtypes", "Limitations")
 _CLAIM_ORDER = (NATIVE, FALLBACK, UNSUPPORTED)
@@ -78,8 +79,8 @@ def render_export(rows: list[dict[str, Any]], fmt: str, run: dict[str, Any]) -> 
         writer.writerows(table)
         return buffer.getvalue()
     simulated = " (SIMULATED: the sim stand-in device)" if run.get("simulated") else ""
-    lines = [f"<!-- measured by neuron-check run {run.get('id')} on {run.get('device')} "
-             f"({run.get('backend')}){simulated}, torch {run.get('torch_version') or '?'} -->", "",
+    lines = [f"<!-- measured by neuron-check run {run.get('id')} on {_md_cell(run.get('device'))} "
+             f"({_md_cell(run.get('backend'))}){simulated}, torch {_md_cell(run.get('torch_version') or '?')} -->", "",
              "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table]
     return "\n".join(lines) + "\n"
@@ -96,7 +97,6 @@ def _limitation(dtype: str, items: list[Result], claim: str) -> list[str]:
     return []
 
 
-def _md_cell(text: str) -> str:
+def _md_cell(text: Any) -> str:
     """One line, no bare `|`, and no markup: a published table may be rendered as HTML."""
-    text = " ".join(str(text).split())
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return for_markdown(for_terminal(text, one_line=True))

@@ -51,6 +51,7 @@ DTYPE_ALIASES = {
 _DTYPE_NAME = re.compile(r"^(u?int(8|16|32|64)|float(16|32|64)|bfloat16|complex(32|64|128)|bool|float8_\w+)$")
 _ALL_DTYPES = {"", "all", "any", "*"}
 _MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash escape, as `claims export` writes them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +156,7 @@ def _markdown_tables(text: str) -> list[list[tuple[int, list[str]]]]:
         cells = _split_pipes(stripped)
         if all(re.fullmatch(r":?-{3,}:?", c.strip()) for c in cells if c.strip()) and any(cells):
             continue  # the |---|:---:| separator
-        current.append((number, [_clean(c) for c in cells]))
+        current.append((number, [_clean(_MD_ESCAPE.sub(r"\1", c)) for c in cells]))
     if current:
         tables.append(current)
     return tables

@@ -24,6 +24,7 @@ from typing import Any
 from op_db.errors import InputError
 from op_db.records import FAILING, WORKING, Result, WorkItem
 from reports.model import Report
+from reports.sanitize import for_json, for_terminal
 
 MANIFEST_SCHEMA = 1
 ENTRY_KEYS = ("suite", "subject", "variant", "dtype", "mode", "status", "reason")
@@ -149,7 +150,7 @@ def render_outcome(outcome: GateOutcome, limit: int = 50) -> str:
     lines = []
     for title, rows in sections:
         lines.append(f"{title}: {len(rows)}")
-        lines.extend(f"  {row}" for row in rows[:limit])
+        lines.extend(f"  {for_terminal(row, one_line=True)}" for row in rows[:limit])  # rows hold untrusted text
         if len(rows) > limit:
             lines.append(f"  ... and {len(rows) - limit} more (use --format json)")
     lines.append("gate: FAILED" if outcome.tripped else "gate: passed")
@@ -202,10 +203,10 @@ def manifest_for(report: Report) -> dict[str, Any]:
 def write_manifest(report: Report, path: str | Path) -> int:
     import yaml
 
-    data = manifest_for(report)
+    data = for_json(manifest_for(report))  # a lone surrogate in a reason cannot be written as UTF-8
     header = (
         "# neuron-check expected failures; written by `neuron-check gate --write-expected`.\n"
-        f"# run {report.run.get('id')} on {report.run.get('device')}"
+        f"# run {report.run.get('id')} on {for_terminal(report.run.get('device'), one_line=True)}"
         f"{' (SIMULATED)' if report.simulated else ''}. Globs (*, ?) are allowed in every field.\n"
     )
     try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from typing import Any
 
 from conformance.dist import SUITE
+from conformance.suite import cli_option
 from op_db.errors import InputError
 from op_db.records import WorkItem
 
@@ -19,18 +19,19 @@ STREAM_CHECKS = ("order", "synchronize", "device_module")
 class DistOptions:
     """A dist run's selection; stored with the run so --resume rebuilds the same plan."""
 
-    world_size: int = 2
-    dtypes: tuple[str, ...] = ("float32", "bfloat16")
-    parts: tuple[str, ...] = PARTS
-    collectives: tuple[str, ...] = ()  # names or globs; empty: all
+    world_size: int = cli_option(2, "--world-size", "Ranks per world (local processes).", kind="count",
+                                 show_default=True)
+    dtypes: tuple[str, ...] = cli_option(("float32", "bfloat16"), "--dtype", "Comma list: fp32, bf16, fp16.",
+                                         kind="list", show_default=True)
+    parts: tuple[str, ...] = cli_option(PARTS, "--parts", "Comma list of what to check: collectives, parity, "
+                                        "streams.", kind="list", show_default=True)
+    collectives: tuple[str, ...] = cli_option((), "--collectives", "Comma list of collective names or globs "
+                                              "(all_reduce.*, broadcast). Default: all.", kind="list")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+    def __post_init__(self) -> None:
+        from conformance.planning import parse_dtypes
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DistOptions":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names})
+        object.__setattr__(self, "dtypes", tuple(parse_dtypes(list(self.dtypes))))
 
 
 def plan(options: DistOptions) -> list[WorkItem]:

@@ -83,7 +83,7 @@ def rank_main(conn: Any, place: RankPlace, store_path: str, config: RunConfig, r
     try:
         import torch
 
-        from conformance.engine_worker import init_worker
+        from conformance.engine.worker import init_worker
 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ranks_on_host)))
         adapter = init_worker(config.with_(device=place.device)).adapter

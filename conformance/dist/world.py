@@ -24,7 +24,7 @@ from typing import Any
 from conformance.config import RunConfig
 from conformance.dist.judge import worst
 from conformance.dist.process_group import RankPlace, rank_device
-from conformance.engine import POLL_S, START_TIMEOUT_S, EngineError, Executor
+from conformance.engine.local import POLL_S, START_TIMEOUT_S, EngineError, Executor
 from conformance.outcome import signal_name
 from op_db.records import Result, Status, WorkItem
 
@@ -40,7 +40,9 @@ class WorldSpec:
 
     @classmethod
     def for_config(cls, config: RunConfig, adapter: Any) -> "WorldSpec":
-        size = int(config.options.get("world_size", 2))
+        from conformance.dist.plan import DistOptions
+
+        size = config.options_of(DistOptions).world_size
         return cls(size, tuple(rank_device(adapter, config.device, r) for r in range(size)))
 
 

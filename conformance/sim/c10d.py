@@ -22,7 +22,7 @@ from torch._C import _distributed_c10d as _c10d
 
 from . import faults
 from .faults import DEVICE
-from .profile import CollectiveFault
+from op_db.sim_profile import CollectiveFault
 
 BACKEND = "sim"
 

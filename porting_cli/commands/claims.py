@@ -38,4 +38,6 @@ def export(db_path: str | None, run_spec: str, output: str | None, fmt: str | No
     rows = export_rows(report.results)
     write_output(render_export(rows, fmt, report.run), output, fmt)
     if output:
-        click.echo(f"wrote {output}: {len(rows)} rows from run {report.run.get('id')}", err=True)
+        from reports.sanitize import echo
+
+        echo(f"wrote {output}: {len(rows)} rows from run {report.run.get('id')}", err=True)

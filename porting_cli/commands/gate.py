@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import click
@@ -34,6 +33,7 @@ def command(db_path, baseline, current, expected_failures, write_expected, stric
     neuron-check gate --claims vendor.md --fail-on-claims   fail where the vendor's Y/CPU_FALLBACK fails
     """
     from reports.gate import evaluate, load_manifest, render_outcome, write_manifest
+    from reports.sanitize import dumps_json, echo
 
     if baseline is None and expected_failures is None and write_expected is None and claims_path is None:
         raise click.UsageError("give --baseline, --expected-failures, --write-expected, or --claims.")
@@ -46,7 +46,7 @@ def command(db_path, baseline, current, expected_failures, write_expected, stric
         apply_claims_table(current_report, claims_path)
     if write_expected:
         count = write_manifest(current_report, write_expected)
-        click.echo(f"wrote {count} expected failures to {write_expected}", err=True)
+        echo(f"wrote {count} expected failures to {write_expected}", err=True)
         if baseline is None and expected_failures is None and claims_path is None:
             return 0
     baseline_report = _load(db_path, baseline) if baseline is not None else None
@@ -57,17 +57,17 @@ def command(db_path, baseline, current, expected_failures, write_expected, stric
 
         outcome.claims_failing = disagreements(current_report)
     if manifest is not None and manifest.device and manifest.device != current_report.run.get("device"):
-        click.echo(f"note: the manifest was written for device {manifest.device!r}, "
+        echo(f"note: the manifest was written for device {manifest.device!r}, "
                    f"the current run is on {current_report.run.get('device')!r}.", err=True)
     if fmt == "json":
-        click.echo(json.dumps(outcome.to_json(), indent=2))
+        echo(dumps_json(outcome.to_json(), indent=2))
     else:
         if current_report.simulated:
-            click.echo("note: the current run is SIMULATED (sim device).")
+            echo("note: the current run is SIMULATED (sim device).")
         if claims_path:
             verdicts = current_report.claims["verdicts"]
-            click.echo("claims: " + ", ".join(f"{v} {n}" for v, n in verdicts.items() if n))
-        click.echo(render_outcome(outcome))
+            echo("claims: " + ", ".join(f"{v} {n}" for v, n in verdicts.items() if n))
+        echo(render_outcome(outcome))
     return 1 if outcome.tripped else 0
 
 

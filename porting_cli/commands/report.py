@@ -37,6 +37,7 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
     from op_db.store import open_for_reading
     from reports.export import render, write_output
     from reports.model import report_from_store
+    from reports.sanitize import echo
 
     if fmt != "hf" and (run_list or all_runs or hub_repo):
         raise click.UsageError("--runs, --all and --push-to-hub apply only to --format hf.")
@@ -48,7 +49,7 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
         with open_for_reading(db_path) as store:
             reports = reports_for(store, split_list(run_list) or [run_spec], all_runs)
         rows = write_dataset(reports, output, push_to_hub=hub_repo)
-        click.echo(f"wrote {output}: {rows} results of {len(reports)} run(s)"
+        echo(f"wrote {output}: {rows} results of {len(reports)} run(s)"
                    + (f", pushed to {hub_repo}" if hub_repo else ""), err=True)
         return
     with open_for_reading(db_path) as store:
@@ -58,6 +59,6 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
 
         apply_claims_table(report, claims_path)
         if fmt in ("junit", "parquet"):
-            click.echo(f"note: --format {fmt} holds one row per result; the claims verdicts are in "
+            echo(f"note: --format {fmt} holds one row per result; the claims verdicts are in "
                        "table, md, html and json.", err=True)
     write_output(render(report, fmt), output, fmt)

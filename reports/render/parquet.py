@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 
 from op_db.records import Result
 from reports.model import JSON_SCHEMA, Report
+from reports.sanitize import for_json
 
 
 # Measured performance facts lifted from `extra` (top level, or its "compile" object) into columns.
@@ -92,7 +93,7 @@ def write_parquet(report: Report, target: str | BinaryIO) -> int:
         "neuron_check.schema": str(JSON_SCHEMA),
         "neuron_check.run": json.dumps(run_metadata(report), sort_keys=True, default=str),
     })
-    rows = parquet_rows(report)
+    rows = for_json(parquet_rows(report))  # the raw text, but no lone surrogate (Arrow strings are UTF-8)
     table = pa.Table.from_pylist(rows, schema=schema)
     pq.write_table(table, target)
     return len(rows)

@@ -39,7 +39,7 @@ def run(items, tmp_path, profile=None, timeout_s=60.0):
         sim_profile = str(tmp_path / "profile.json")
         (tmp_path / "profile.json").write_text(json.dumps(profile))
     config = RunConfig(backend="sim", device="sim", timeout_s=timeout_s, sim_profile=sim_profile,
-                       options={"world_size": 2})
+                       suite_options=DistOptions(world_size=2))
     executor = RecordingExecutor(WorldSpec(2, ("sim", "sim")))
     results = []
     executor.execute(items, config, results.append)
@@ -122,7 +122,7 @@ def _cli(*args, cwd):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--world-size", "0"], "at least 1"),
+    (["--world-size", "0"], "--world-size"),
     (["--world-size", "1000"], "more ranks than this host runs"),
 ])
 def test_bad_world_size_is_one_sentence_exit_2(tmp_path, args, words):

@@ -1,0 +1,299 @@
+"""The Ray executor: the engine's work items on Ray actors, one device each, across hosts.
+
+Same contract as the local pool (conformance/engine.py): every item gives exactly one
+Result, handed to `emit` in the driver as it finishes, so run_items commits it and
+moves the progress bar. Each actor initialises the backend once (engine_worker) and
+runs one item per remote call; the driver times every call, so a hung item is a
+TIMEOUT (its actor is killed) and a dead actor is a CRASH for the item it held. A
+lost actor is replaced while items are left.
+
+Ray is an optional extra (`pip install neuron-check[ray]`); it is imported only here.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from conformance.config import RunConfig
+from conformance.engine.local import MAX_START_FAILURES, POLL_S, EngineError, Executor
+from op_db.errors import InputError
+from op_db.records import Result, Status, WorkItem, shorten
+
+# What one actor asks Ray for, by backend name, in Ray's resource names. Ray pins the
+# accelerators it knows (GPU, neuron_cores, HPU, NPU) to an actor through the runtime's
+# visible-devices variable, so one unit is one device. Neuron hosts advertise
+# `neuron_cores` (Ray detects them with neuron-ls, or `ray start --resources
+# '{"neuron_cores": 32}'`). CPU-backed devices take a CPU slot per actor.
+ACTOR_RESOURCES: dict[str, dict[str, float]] = {
+    "cuda": {"CPU": 1, "GPU": 1},
+    "xpu": {"CPU": 1, "GPU": 1},  # Ray's Intel GPU support also calls them GPU
+    "neuron": {"CPU": 1, "neuron_cores": 1},
+    "hpu": {"CPU": 1, "HPU": 1},
+    "npu": {"CPU": 1, "NPU": 1},
+    "sim": {"CPU": 1},
+    "cpu": {"CPU": 1},
+    "meta": {"CPU": 1},
+}
+# Plugins and anything unlisted: a CPU slot, unless $NEURON_CHECK_RAY_RESOURCES (JSON) says what.
+DEFAULT_RESOURCES: dict[str, float] = {"CPU": 1}
+RESOURCES_ENV = "NEURON_CHECK_RAY_RESOURCES"
+# Environment every actor gets from the driver (sim profile and the like); Ray's own
+# visible-device variables are set per actor by Ray and must not be copied.
+FORWARDED_ENV_PREFIX = "NEURON_CHECK_"
+
+
+def actor_resources(backend: str) -> dict[str, float]:
+    """Ray resources one actor of `backend` needs; InputError for a malformed override."""
+    override = os.environ.get(RESOURCES_ENV)
+    if override:
+        try:
+            found = json.loads(override)
+            if not isinstance(found, dict) or not all(isinstance(v, (int, float)) and v >= 0 for v in found.values()):
+                raise ValueError
+        except ValueError:
+            raise InputError(f"${RESOURCES_ENV} must be a JSON object of Ray resource amounts, "
+                             f'like {{"CPU": 1, "my_device": 1}}; got {override!r}.') from None
+        return {str(k): float(v) for k, v in found.items()}
+    return dict(ACTOR_RESOURCES.get(backend, DEFAULT_RESOURCES))
+
+
+def ray_options(resources: dict[str, float]) -> dict[str, Any]:
+    """Ray resource names -> the keyword arguments of `.options()` on an actor class."""
+    rest = {k: v for k, v in resources.items() if k not in ("CPU", "GPU")}
+    options: dict[str, Any] = {"num_cpus": resources.get("CPU", 0), "num_gpus": resources.get("GPU", 0)}
+    if rest:
+        options["resources"] = rest
+    return options
+
+
+def actor_capacity(cluster: dict[str, float], resources: dict[str, float]) -> int:
+    """How many such actors the cluster's total resources hold at once."""
+    limits = [int(cluster.get(name, 0) // amount) for name, amount in resources.items() if amount > 0]
+    return min(limits) if limits else 0
+
+
+def actor_config(config: RunConfig, resources: dict[str, float]) -> RunConfig:
+    """The config an actor runs with: a device Ray pins for it is index 0 of what it sees."""
+    pinned = any(name not in ("CPU", "memory") for name in resources)
+    if pinned and os.environ.get(RESOURCES_ENV) is None:
+        return config.with_(device=config.device.split(":", 1)[0])
+    return config
+
+
+def forwarded_env(config: RunConfig, started_here: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIX) and k != RESOURCES_ENV}
+    if config.sim_profile:
+        env["NEURON_CHECK_SIM_PROFILE"] = config.sim_profile
+    if started_here:  # the checkout this driver imports, for a local instance (hosts of a cluster install the package)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    return env
+
+
+class DeviceActor:
+    """One Ray actor: owns one device, initialises the backend and suites once, runs items."""
+
+    def __init__(self, config: RunConfig, suites: tuple[str, ...]) -> None:
+        import signal
+        import warnings
+
+        from conformance.engine.worker import init_worker, prepare_suites
+
+        try:  # Ctrl-C is the driver's to handle, as in the local pool
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:
+            pass  # not the main thread of the worker: nothing to ignore
+        warnings.simplefilter("ignore")  # OpInfo samples warn a lot; results say what matters
+        self.ctx = init_worker(config)
+        prepare_suites(self.ctx, suites)
+
+    def ready(self) -> bool:
+        return True
+
+    def run(self, item: WorkItem) -> Result:
+        from conformance.engine.worker import run_one
+
+        return run_one(item, self.ctx)
+
+
+class _Slot:
+    """Driver-side handle of one actor and the call it is waiting on."""
+
+    def __init__(self, actor: Any, ready_ref: Any) -> None:
+        self.actor = actor
+        self.ref = ready_ref  # the ready() call until it answers, then the current item's call
+        self.ready = False
+        self.index: int | None = None
+        self.started_at = 0.0
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'neuron-check[ray]'.") from None
+    return ray
+
+
+def connect(ray: Any, config: RunConfig) -> bool:
+    """Join the cluster at --ray-address, or start a private local instance; True if started here."""
+    if ray.is_initialized():
+        return False
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR, "namespace": "neuron-check"}
+    try:
+        if config.ray_address:
+            ray.init(address=config.ray_address, **quiet)
+        else:
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            ray.init(address="local", num_cpus=config.jobs, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", **quiet)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        where = f"the Ray cluster at {config.ray_address}" if config.ray_address else "a local Ray instance"
+        raise InputError(f"cannot start or reach {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    return True
+
+
+class RayExecutor(Executor):
+    """Items on Ray actors, one per device the cluster offers (a local instance: --jobs of them)."""
+
+    def execute(self, items: Sequence[WorkItem], config: RunConfig, emit: Callable[[Result], None]) -> None:
+        ray = _import_ray()
+        resources = actor_resources(config.backend)
+        started_here = connect(ray, config)
+        pool = None
+        try:
+            capacity = actor_capacity(ray.cluster_resources(), resources)
+            if capacity < 1:
+                raise InputError(_no_room(config.backend, resources))
+            suites = tuple(sorted({item.suite for item in items}))
+            pool = _ActorPool(ray, config, resources, suites, started_here)
+            pool.run(items, emit, size=min(capacity, len(items)))
+        finally:
+            if pool is not None:
+                pool.close()
+            if started_here:
+                ray.shutdown()
+
+
+def _no_room(backend: str, resources: dict[str, float]) -> str:
+    wanted = ", ".join(f"{name} {amount:g}" for name, amount in resources.items())
+    device = next((name for name in resources if name != "CPU"), None)
+    if device == "GPU":
+        hint = "start its workers on hosts with GPUs (ray start --num-gpus N)"
+    elif device is not None:
+        hint = f"start its workers with ray start --resources '{{\"{device}\": N}}'"
+    else:
+        hint = "start workers with CPUs"
+    return f"the Ray cluster has no room for one {backend} actor ({wanted}); {hint}."
+
+
+class _ActorPool:
+    """The driver's loop: hand each ready actor one item, collect results, replace lost actors."""
+
+    def __init__(self, ray: Any, config: RunConfig, resources: dict[str, float], suites: tuple[str, ...],
+                 started_here: bool) -> None:
+        self.ray = ray
+        self.config = config
+        self.suites = suites
+        options = ray_options(resources)
+        options["runtime_env"] = {"env_vars": forwarded_env(config, started_here)}
+        self.actor_class = ray.remote(DeviceActor).options(max_restarts=0, max_task_retries=0, **options)
+        self.actor_config = actor_config(config, resources)
+        self.slots: list[_Slot] = []
+        self.pending: collections.deque[int] = collections.deque()
+        self.remaining = 0
+        self.start_failures = 0
+
+    def _start(self) -> _Slot:
+        actor = self.actor_class.remote(self.actor_config, self.suites)
+        return _Slot(actor, actor.ready.remote())
+
+    def close(self) -> None:
+        for slot in self.slots:
+            self.ray.kill(slot.actor, no_restart=True)
+        self.slots = []
+
+    def run(self, items: Sequence[WorkItem], emit: Callable[[Result], None], size: int) -> None:
+        self.pending = collections.deque(range(len(items)))
+        self.remaining = len(items)
+        self.slots = [self._start() for _ in range(size)]
+        while self.remaining:
+            for slot in self.slots:
+                if slot.ready and slot.index is None and self.pending:
+                    slot.index, slot.started_at = self.pending.popleft(), time.monotonic()
+                    slot.ref = slot.actor.run.remote(items[slot.index])
+            refs = [slot.ref for slot in self.slots if slot.ref is not None]
+            if not refs:  # cannot happen while items remain; never spin on nothing
+                raise EngineError("the Ray executor lost track of its items.")
+            self.ray.wait(refs, num_returns=1, timeout=POLL_S)
+            finished, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
+            finished = set(finished)
+            for slot in list(self.slots):
+                if slot.ref in finished:
+                    self._collect(slot, items, emit)
+                elif slot.index is not None and _elapsed(slot) > self.config.timeout_s:
+                    self._give_up(slot, items[slot.index], emit, Status.TIMEOUT, f"the item ran longer than the "
+                                  f"{self.config.timeout_s:g} s limit; its Ray actor was killed.")
+
+    def _collect(self, slot: _Slot, items: Sequence[WorkItem], emit: Callable[[Result], None]) -> None:
+        """Take the answer of the call `slot` waited on: ready, a Result, or a dead actor."""
+        from ray.exceptions import RayActorError, RayError
+
+        try:
+            value = self.ray.get(slot.ref)
+        except RayActorError as exc:
+            if not slot.ready:
+                self.start_failures += 1
+                if exc.actor_init_failed or self.start_failures >= MAX_START_FAILURES:
+                    raise EngineError(f"the Ray actors cannot start the backend: {_gist(exc)}") from None
+                self._replace(slot)
+            else:
+                self._give_up(slot, items[slot.index], emit, Status.CRASH,
+                              f"the Ray actor died while running this item: {_gist(exc)}")
+            return
+        except RayError as exc:  # the call failed but the actor lives (e.g. an unpicklable result)
+            if not slot.ready:
+                raise EngineError(f"the Ray actors cannot start the backend: {_gist(exc)}") from None
+            value = Result.for_item(items[slot.index], Status.ERROR, duration_s=_elapsed(slot),
+                                    message=shorten(f"the Ray call failed: {exc}"))
+        if not slot.ready:
+            slot.ready, slot.ref = True, None
+            return
+        self.start_failures = 0
+        slot.ref, slot.index = None, None
+        self.remaining -= 1
+        emit(value)
+
+    def _give_up(self, slot: _Slot, item: WorkItem, emit: Callable[[Result], None], status: Status,
+                 message: str) -> None:
+        """CRASH or TIMEOUT for the item a lost actor held; the actor is replaced."""
+        result = Result.for_item(item, status, message=message, duration_s=_elapsed(slot))
+        self._replace(slot)
+        self.remaining -= 1
+        emit(result)
+
+    def _replace(self, slot: _Slot) -> None:
+        self.ray.kill(slot.actor, no_restart=True)
+        self.slots.remove(slot)
+        if self.pending:
+            self.slots.append(self._start())
+
+
+def _elapsed(slot: _Slot) -> float:
+    return time.monotonic() - slot.started_at
+
+
+def _gist(exc: BaseException) -> str:
+    """The telling line of a Ray error: the exit detail of a dead worker, the exception of a failed init."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if "Worker exit detail:" in line:
+            return line[line.index("Worker exit detail:"):].split(". ", 1)[0] + "."
+    return shorten(lines[-1] if lines else type(exc).__name__, 300)

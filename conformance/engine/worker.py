@@ -1,0 +1,125 @@
+"""The worker side of the engine: one process that owns the device and runs items.
+
+`init_worker` and `run_one` are the whole contract an executor needs; the local
+process pool (conformance/engine.py) drives them through a pipe with
+`worker_main`, and another executor (Ray) can call them in its own actors.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+import warnings
+from typing import Any
+
+from conformance.config import RunConfig, WorkerContext
+from op_db.records import Result, Status, WorkItem, shorten
+
+
+def init_worker(config: RunConfig) -> WorkerContext:
+    """Initialise the backend once for this process (sim profile via the environment)."""
+    from conformance import backends
+
+    if config.sim_profile:
+        os.environ["NEURON_CHECK_SIM_PROFILE"] = config.sim_profile
+    adapter = backends.get(config.backend)
+    adapter.init()
+    return WorkerContext(config=config, adapter=adapter)
+
+
+def _suite(name: str, ctx: WorkerContext) -> Any:
+    """The suite (conformance/suite.py), prepared once per worker."""
+    from conformance import suite
+
+    found = suite.get(name)
+    prepared = ctx.state.setdefault("_prepared", set())
+    if name not in prepared:
+        found.prepare(ctx)
+        prepared.add(name)
+    return found
+
+
+def prepare_suites(ctx: WorkerContext, suites: tuple[str, ...]) -> None:
+    """Prepare each suite once, before the first item, so no item's time limit pays for it."""
+    for suite in suites:
+        _suite(suite, ctx)
+
+
+def run_one(item: WorkItem, ctx: WorkerContext) -> Result:
+    """Run and time one item (its suite is prepared first, untimed); a bug in a suite becomes an
+    ERROR result naming it, never a dead worker."""
+    started = time.perf_counter()
+    try:
+        suite = _suite(item.suite, ctx)
+        started = time.perf_counter()
+        result = suite.run_item(item, ctx)
+    except Exception as exc:  # noqa: BLE001 - the suite's own failure, reported per item
+        tail = traceback.format_exc(limit=3)
+        return Result.for_item(item, Status.ERROR, message=shorten(f"internal error in the {item.suite} suite: "
+                                                                   f"{type(exc).__name__}: {exc}\n{tail}"),
+                               duration_s=time.perf_counter() - started)
+    if not result.duration_s:
+        result.duration_s = time.perf_counter() - started
+    return result
+
+
+def preload_suites(suites: tuple[str, ...]) -> None:
+    """Import what the suites need before the run's configuration is known (a prestarted
+    worker does this while the parent is still planning). Failures are left for
+    `prepare_suites`, which reports them."""
+    from conformance import suite
+
+    for name in suites:
+        try:
+            suite.get(name).preload()
+        except Exception:  # noqa: BLE001 - prepare_suites raises it again, with context
+            pass
+
+
+def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = ()) -> None:
+    """Process entry point of the local pool.
+
+    Messages to the parent: ("ready",), ("init-error", text), ("start", index) before each
+    item, so the parent can pin a crash or hang on it, and ("result", index, Result).
+    From the parent: ("batch", [(index, item), ...]) and ("stop",). A worker started with
+    no `config` (prestarted) preloads `suites`, then waits for ("init", config, suites).
+    """
+    # Ctrl-C goes to the whole process group: the parent decides what stops, not us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # OpInfo samples warn a lot; results say what matters (fallback tracking records its own).
+    warnings.simplefilter("ignore")
+    if config is None:
+        preload_suites(suites)
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # never used: the parent is gone
+        if message[0] != "init":
+            return
+        _, config, suites = message
+    try:
+        import torch
+
+        # N workers with every core each would oversubscribe the CPU (OpenMP spin-waits).
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, config.jobs)))
+        ctx = init_worker(config)
+        prepare_suites(ctx, suites)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which stops the run
+        conn.send(("init-error", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the parent is gone
+        if message[0] == "stop":
+            return
+        for index, item in message[1]:
+            try:
+                conn.send(("start", index))
+                conn.send(("result", index, run_one(item, ctx)))
+            except (BrokenPipeError, OSError):
+                return

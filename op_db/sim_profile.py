@@ -1,0 +1,253 @@
+"""The sim profile schema: what a coverage/fault profile holds, its validation and op matching.
+
+The one definition of a profile: `conformance.sim` applies it, `op_db.profile` exports a
+measured run as one, and the porting check predicts from one. It lives in op_db, the
+ground floor every package may import, and needs nothing but the standard library (torch
+only to list dtype names).
+
+
+A profile says which aten overloads the simulated backend lacks (`unsupported_ops`), which
+run through a CPU fallback (`fallback_ops`), which dtypes it cannot hold
+(`unsupported_dtypes`) and which faults it injects (`faults`). See DESIGN.md, "The `sim`
+device". Op names are `str(OpOverload)` (e.g. ``aten.mul.Tensor``) and may use ``*`` globs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from op_db.errors import InputError
+
+FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise")
+_VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,)}
+_TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults")
+_FAULT_KEYS = ("op", "dtype", "kind", "value")
+_COLLECTIVE_FAULT_KEYS = ("op", "dtype", "kind", "value", "rank")
+# The c10d collectives a `collective_faults` entry may name (torch.distributed's function names).
+COLLECTIVES = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+    "broadcast", "all_to_all", "all_to_all_single", "send", "recv", "barrier", "reduce", "gather", "scatter",
+)
+# An op pattern: dotted aten-style name made of identifier characters and `*` globs.
+_OP_PATTERN = re.compile(r"^[A-Za-z0-9_*]+(\.[A-Za-z0-9_*]+)*$")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault: `kind` applied to ops matching `op` (and `dtype`, when given)."""
+
+    op: str
+    kind: str
+    dtype: str | None = None
+    value: float | str | None = None
+
+
+@dataclass(frozen=True)
+class CollectiveFault:
+    """A fault of the sim c10d backend: `kind` applied to the outputs of collective `op`
+    (on `rank` only, and for `dtype` only, when given)."""
+
+    op: str
+    kind: str
+    dtype: str | None = None
+    value: float | str | None = None
+    rank: int | None = None
+
+    def applies(self, collective: str, dtype: str | None, rank: int) -> bool:
+        return (fnmatch.fnmatchcase(collective, self.op) and (self.dtype is None or self.dtype == dtype)
+                and (self.rank is None or self.rank == rank))
+
+
+@dataclass(frozen=True)
+class SimProfile:
+    """A validated sim profile. Build it with `load_profile`."""
+
+    name: str = "default"
+    unsupported_ops: tuple[str, ...] = ()
+    fallback_ops: tuple[str, ...] = ()
+    unsupported_dtypes: tuple[str, ...] = ()
+    faults: tuple[Fault, ...] = field(default_factory=tuple)
+    collective_faults: tuple[CollectiveFault, ...] = field(default_factory=tuple)
+
+    def is_unsupported_op(self, op_name: str) -> bool:
+        return _matches_any(self.unsupported_ops, op_name)
+
+    def is_fallback_op(self, op_name: str) -> bool:
+        return _matches_any(self.fallback_ops, op_name)
+
+    def faults_for(self, op_name: str) -> tuple[Fault, ...]:
+        """Faults whose op pattern matches `op_name` (dtype filters are applied by the caller)."""
+        return _faults_for(self.faults, op_name)
+
+    def to_dict(self) -> dict[str, Any]:
+        faults = []
+        for f in self.faults:
+            d: dict[str, Any] = {"op": f.op, "kind": f.kind}
+            if f.dtype is not None:
+                d["dtype"] = f.dtype
+            if f.value is not None:
+                d["value"] = f.value
+            faults.append(d)
+        collective = [{k: v for k, v in vars(f).items() if v is not None} for f in self.collective_faults]
+        return {
+            "name": self.name,
+            "unsupported_ops": list(self.unsupported_ops),
+            "fallback_ops": list(self.fallback_ops),
+            "unsupported_dtypes": list(self.unsupported_dtypes),
+            "faults": faults,
+            **({"collective_faults": collective} if collective else {}),
+        }
+
+
+@lru_cache(maxsize=65536)
+def _matches_any(patterns: tuple[str, ...], op_name: str) -> bool:
+    return any(fnmatch.fnmatchcase(op_name, p) for p in patterns)
+
+
+@lru_cache(maxsize=65536)
+def _faults_for(faults: tuple[Fault, ...], op_name: str) -> tuple[Fault, ...]:
+    return tuple(f for f in faults if fnmatch.fnmatchcase(op_name, f.op))
+
+
+def dtype_names() -> frozenset[str]:
+    """Every dtype name torch knows (`float32`, `bfloat16`, `float8_e5m2`, ...)."""
+    import torch
+
+    return frozenset(n for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype))
+
+
+def load_profile(source: str | os.PathLike | Mapping[str, Any]) -> SimProfile:
+    """Read and validate a profile from a JSON file path or an already-parsed dict."""
+    if not isinstance(source, (str, os.PathLike)):
+        return _parse(source, "the sim profile")
+    path = Path(source)
+    if not path.is_file():
+        raise InputError(f"Sim profile file {str(path)!r} does not exist.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"Sim profile {str(path)!r} is not valid JSON: {exc}.") from None
+    return _parse(data, f"sim profile {str(path)!r}")
+
+
+def _object(data: Any, allowed: tuple[str, ...], what: str, where: str) -> Mapping:
+    if not isinstance(data, Mapping):
+        raise InputError(f"In {where}: {what} must be a JSON object.")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise InputError(
+            f"In {where}: {what} has unknown key {unknown[0]!r} (allowed: {', '.join(allowed)})."
+        )
+    return data
+
+
+def _parse(data: Any, where: str) -> SimProfile:
+    _object(data, _TOP_KEYS, "the top level", where)
+    name = data.get("name", "default")
+    if not isinstance(name, str):
+        raise InputError(f"In {where}: 'name' must be a string.")
+    ops = {k: _op_list(data.get(k, []), k, where) for k in ("unsupported_ops", "fallback_ops")}
+    dtypes = _dtype_list(data.get("unsupported_dtypes", []), where)
+    raw_faults = data.get("faults", [])
+    if not isinstance(raw_faults, list):
+        raise InputError(f"In {where}: 'faults' must be a list.")
+    faults = tuple(_fault(i, entry, where) for i, entry in enumerate(raw_faults))
+    raw_collective = data.get("collective_faults", [])
+    if not isinstance(raw_collective, list):
+        raise InputError(f"In {where}: 'collective_faults' must be a list.")
+    collective = tuple(_collective_fault(i, entry, where) for i, entry in enumerate(raw_collective))
+    return SimProfile(
+        name=name,
+        unsupported_ops=ops["unsupported_ops"],
+        fallback_ops=ops["fallback_ops"],
+        unsupported_dtypes=dtypes,
+        faults=faults,
+        collective_faults=collective,
+    )
+
+
+def is_op_pattern(text: Any) -> bool:
+    """An aten-style dotted op name, `*` globs allowed ('aten.mul.Tensor', 'aten.sort.*')."""
+    return isinstance(text, str) and bool(_OP_PATTERN.match(text))
+
+
+def _check_op(pattern: Any, what: str, where: str) -> str:
+    if not is_op_pattern(pattern):
+        raise InputError(
+            f"In {where}: {what} has a bad op name or glob {pattern!r} "
+            "(expected an aten overload like 'aten.mul.Tensor', '*' allowed)."
+        )
+    return pattern
+
+
+def _op_list(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise InputError(f"In {where}: {key!r} must be a list of op names.")
+    return tuple(_check_op(p, f"{key} entry {i}", where) for i, p in enumerate(value))
+
+
+def _check_dtype(name: Any, what: str, where: str) -> str:
+    if not isinstance(name, str) or name not in dtype_names():
+        raise InputError(
+            f"In {where}: {what} has an unknown dtype name {name!r} "
+            "(expected a torch dtype name like 'bfloat16' or 'float8_e5m2')."
+        )
+    return name
+
+
+def _dtype_list(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise InputError(f"In {where}: 'unsupported_dtypes' must be a list of dtype names.")
+    return tuple(_check_dtype(d, f"unsupported_dtypes entry {i}", where) for i, d in enumerate(value))
+
+
+def _collective_fault(index: int, entry: Any, where: str) -> CollectiveFault:
+    what = f"collective_faults entry {index}"
+    _object(entry, _COLLECTIVE_FAULT_KEYS, what, where)
+    kind, dtype, value = _kind_dtype_value(entry, what, where)
+    op = entry["op"]
+    if not isinstance(op, str) or not any(fnmatch.fnmatchcase(name, op) for name in COLLECTIVES):
+        raise InputError(f"In {where}: {what} names an unknown collective {op!r} "
+                         f"(known: {', '.join(COLLECTIVES)}; '*' globs allowed).")
+    rank = entry.get("rank")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+        raise InputError(f"In {where}: {what} needs 'rank' to be a rank number (0, 1, ...).")
+    return CollectiveFault(op=op, kind=kind, dtype=dtype, value=value, rank=rank)
+
+
+def _fault(index: int, entry: Any, where: str) -> Fault:
+    what = f"faults entry {index}"
+    _object(entry, _FAULT_KEYS, what, where)
+    op = _check_op(entry.get("op"), what, where) if "op" in entry else None
+    kind, dtype, value = _kind_dtype_value(entry, what, where)
+    return Fault(op=op, kind=kind, dtype=dtype, value=value)
+
+
+def _kind_dtype_value(entry: Mapping, what: str, where: str) -> tuple[str, str | None, Any]:
+    if "op" not in entry or "kind" not in entry:
+        raise InputError(f"In {where}: {what} needs both 'op' and 'kind'.")
+    kind = entry["kind"]
+    if kind not in FAULT_KINDS:
+        raise InputError(
+            f"In {where}: {what} has unknown fault kind {kind!r} "
+            f"(allowed: {', '.join(FAULT_KINDS)})."
+        )
+    dtype = entry.get("dtype")
+    if dtype is not None:
+        _check_dtype(dtype, what, where)
+    value = entry.get("value")
+    if kind in _VALUE_KINDS:
+        ok = _VALUE_KINDS[kind]
+        if value is None or isinstance(value, bool) or not isinstance(value, ok):
+            need = "a number" if kind != "raise" else "a message string"
+            raise InputError(f"In {where}: {what} (kind {kind!r}) needs 'value' to be {need}.")
+    elif value is not None:
+        raise InputError(f"In {where}: {what} (kind {kind!r}) takes no 'value'.")
+    return kind, dtype, value
