@@ -31,6 +31,7 @@ BUILTIN = {
     "opinfo": "conformance.opinfo.suite:SUITE",
     "fp8": "conformance.fp8.suite:SUITE",
     "model": "conformance.models.suite:SUITE",
+    "dist": "conformance.dist.suite:SUITE",
 }
 
 

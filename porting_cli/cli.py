@@ -20,6 +20,7 @@ COMMANDS = {
     "port": "port",
     "ops": "ops",
     "models": "models",
+    "dist": "dist",
     "devices": "devices",
     "runs": "runs",
     "report": "report",

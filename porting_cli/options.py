@@ -160,7 +160,7 @@ def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
 
 
 def run_and_report(store, items, config, adapter, run_id: int, *, command_name: str, junit_path: str | None,
-                   failing_statuses: set, strict_fallback: bool) -> int:
+                   failing_statuses: set, strict_fallback: bool, executor=None) -> int:
     """Run planned items through the engine, print the summary, write JUnit; the exit code
     (128 + the signal when interrupted: 130 Ctrl-C, 143 SIGTERM; 1 when a --fail-on status
     occurred; else 0)."""
@@ -172,7 +172,7 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     label = " (simulated)" if adapter.simulated else ""
     echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
     with store.keep_alive(run_id):
-        summary = run_items(items, config, store, run_id, progress=True)
+        summary = run_items(items, config, store, run_id, progress=True, executor=executor)
     results = store.results(run_id)
     echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
                              interrupted=summary.interrupted))

@@ -159,6 +159,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
         # profile or selection must not leave a new (empty) database behind.
         adapter, device_string = resolve_device(run.device, run.sim_profile)
         config = _run_config(run, adapter, device_string, fresh, options, timeout_s, executor)
+        runner = _suite_executor(suites[0], config, adapter)
         items = suite.plan(command, options)
         if not items and not getattr(options, "shard", None):
             raise InputError("nothing to run: the selection gives no items (for ops: no chosen op supports "
@@ -172,6 +173,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
             options = suite.options_from_dict(options_type, saved)
             timeout_s = saved.get("timeout_s", timeout_s)
             config = _run_config(run, adapter, device_string, saved, options, timeout_s, executor)
+            runner = _suite_executor(suites[0], config, adapter)
             done = store.stored_items(run_id)
             items = [item for item in suite.plan(command, options) if item not in done]
         else:
@@ -181,9 +183,16 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
             if after_start is not None:
                 after_start(store, run_id, adapter)
         return run_and_report(store, items, config, adapter, run_id, command_name=command, junit_path=run.junit_path,
-                              failing_statuses=failing, strict_fallback=run.strict_fallback)
+                              failing_statuses=failing, strict_fallback=run.strict_fallback, executor=runner)
     finally:
         store.close()
+
+
+def _suite_executor(primary, config, adapter):
+    """A suite whose items need more than one worker each (dist: a world of ranks) brings its
+    own executor; None: the engine's, by --executor."""
+    make = getattr(primary, "make_executor", None)
+    return make(config, adapter) if make is not None else None
 
 
 def _run_config(run: RunOptions, adapter, device_string: str, saved: dict[str, Any], options, timeout_s,

@@ -79,6 +79,13 @@ class SimTensor(torch.Tensor):
         text = torch._tensor_str._str(self, tensor_contents=tensor_contents)
         return "tensor(" + text[len("SimTensor("):] if text.startswith("SimTensor(") else text
 
+    def untyped_storage(self):
+        # The held CPU tensor's storage is the sim tensor's memory: FSDP2 frees and
+        # re-allocates unsharded parameters by resizing it, as on a real device.
+        if _holds_real_data(self) and not torch.compiler.is_compiling():
+            return self._cpu.untyped_storage()
+        return torch.Tensor.untyped_storage(self)
+
     def tolist(self):
         return self.detach().cpu().tolist()
 
@@ -120,7 +127,7 @@ def _sync_metadata(t: SimTensor) -> None:
         return
     with torch._C._DisableTorchDispatch():
         _SET_META.redispatch(
-            _META_KEYS, t, t.untyped_storage(), c.storage_offset(), c.size(), c.stride()
+            _META_KEYS, t, torch.Tensor.untyped_storage(t), c.storage_offset(), c.size(), c.stride()
         )
 
 
@@ -332,6 +339,10 @@ def _op_kernel(qualname: str):
 
 
 _LIBS: list = []
+# Ops whose CompositeExplicitAutograd kernel (a metadata-only alias) must stay C++: FakeTensor
+# construction on device sim (DTensor's sharding propagation) detaches a meta tensor that
+# carries the PrivateUse1 key, and a Python kernel there would hand back a Python-owned tensor.
+_C10_ALIAS_KERNELS = frozenset({"aten::detach"})
 
 
 def install_fallback() -> None:
@@ -350,6 +361,8 @@ def install_fallback() -> None:
     per_op = torch.library.Library("aten", "IMPL")
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     for name in torch._C._dispatch_get_all_op_names():
+        if name in _C10_ALIAS_KERNELS:
+            continue
         if name.startswith("aten::") and not has(name, "CompositeImplicitAutograd"):
             kernel = _op_kernel(name)
             per_op.impl(name[len("aten::"):], kernel, "PrivateUse1")
