@@ -31,16 +31,17 @@ def main() -> int:
     from conformance import backends
     from conformance.config import RunConfig
     from conformance.engine import run_items, start_run
-    from conformance.models.plan import plan
+    from conformance.models.plan import ModelOptions, plan
     from op_db.store import Store
 
-    items = plan(archs=args.arch.split(",") if args.arch else None, tasks=args.task.split(","),
-                 dtypes=args.dtype.split(","))
+    options = ModelOptions(archs=tuple(args.arch.split(",")) if args.arch else (), tasks=tuple(args.task.split(",")),
+                           dtypes=tuple(args.dtype.split(",")))
+    items = plan(options)
     adapter, device = backends.resolve(args.device)
     adapter.init()
     db = args.db or os.path.join(tempfile.mkdtemp(prefix="models-sweep-"), "sweep.db")
     config = RunConfig(backend=adapter.name, device=device, jobs=args.jobs, timeout_s=args.timeout,
-                       options={"attn": "eager", "divergence": True})
+                       suite_options=options)
     with Store.open(db) as store:
         run_id = start_run(store, config, adapter, {"suite": "model", "benchmark": "models_sweep"})
         start = time.perf_counter()

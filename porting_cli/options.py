@@ -77,13 +77,23 @@ def resolve_device(device: str | None, sim_profile: str | None = None):
     if profile is not None and adapter.name != "sim":
         raise click.UsageError("--sim-profile applies only to --device sim.")
     adapter.init()
+    _, index = backends.split_device(device_string)
+    count = adapter.device_count()
+    if index is not None and count and not 0 <= index < count:
+        from op_db.errors import InputError
+
+        raise InputError(f"device {device_string!r} does not exist: {adapter.name} has {count} device(s), "
+                         f"index 0 to {count - 1}.")
     return adapter, device_string
 
 
-def resume_run(store, resume: str, suite: str, command_name: str):
-    """The run `--resume` names, checked to be one of `command_name`'s, with its device ready:
-    (run_id, saved options, adapter, device string)."""
+def resume_run(store, resume: str, suite: str, command_name: str, requested: dict | None = None,
+               renamed: dict | None = None):
+    """The run `--resume` names, checked to be one of `command_name`'s, started with the options given
+    (`requested`: what a new run would record; see porting_cli.resume), and claimed for this process
+    (refused while its owner lives), with its device ready: (run_id, saved options, adapter, device string)."""
     from op_db.errors import InputError
+    from porting_cli.resume import refuse_changed_options
 
     run_id = store.resolve_run(resume)
     stored = store.run(run_id)
@@ -91,8 +101,21 @@ def resume_run(store, resume: str, suite: str, command_name: str):
     if saved.get("suite") != suite:
         raise InputError(f"run {run_id} is not a `neuron-check {command_name}` run, "
                          f"so `{command_name} --resume` cannot finish it.")
+    if requested is not None:
+        refuse_changed_options(click.get_current_context(), run_id, requested, stored, renamed)
     adapter, device_string = resolve_device(stored["device"], saved.get("sim_profile"))
+    store.claim_run(run_id)
     return run_id, saved, adapter, device_string
+
+
+def selection(text: str | None, flag: str) -> list[str]:
+    """A comma list naming what to run; given but empty (`--ops ''`) is an error, not "everything"."""
+    chosen = split_list(text)
+    if text is not None and not chosen:
+        from op_db.errors import InputError
+
+        raise InputError(f"{flag} {text!r} selects nothing; name at least one, or leave {flag} out for all.")
+    return chosen
 
 
 def engine_options(default_timeout: float = 120.0):
@@ -147,7 +170,8 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
 
     label = " (simulated)" if adapter.simulated else ""
     echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
-    summary = run_items(items, config, store, run_id, progress=True)
+    with store.keep_alive(run_id):
+        summary = run_items(items, config, store, run_id, progress=True)
     results = store.results(run_id)
     echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
                              interrupted=summary.interrupted))

@@ -1,6 +1,6 @@
 """Work items -> isolated worker processes -> results in the store (DESIGN.md, "Data flow").
 
-Suite-agnostic: an item is dispatched by `item.suite` (conformance/suites.py)
+Suite-agnostic: an item is dispatched by `item.suite` (conformance/suite.py)
 inside a worker. The public entry point is
 
     run_items(items, config, store, run_id, *, progress=True, executor=None) -> RunSummary

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 
 import torch
 
-from .profile import SimProfile
+from op_db.sim_profile import SimProfile
 
 DEVICE = "sim"
 

@@ -28,6 +28,7 @@ from .dynamo_skip import skip_recursively
 from .faults import DEVICE
 
 _CPU = torch.device("cpu")
+_TO_COPY = torch.ops.aten._to_copy.default
 # What a sim tensor holds while AOTAutograd traces through it, instead of CPU data.
 _TRACED_INNER = (FakeTensor, FunctionalTensor)
 _META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
@@ -171,7 +172,29 @@ def _arg(args, kwargs, pos, name, kwarg_only):
     return kwargs.get(name)
 
 
+def _copy_fast(func, args, kwargs):
+    """`_to_copy` between the CPU and sim with no profile active: the same result as the general
+    path below (unwrap, copy on the CPU, wrap), without flattening the arguments; None when the
+    call needs the general path (a traced inner tensor, a non-strided result)."""
+    source = args[0]
+    inner = source._cpu if isinstance(source, SimTensor) else source
+    if type(inner) is not torch.Tensor or inner.device.type != "cpu" or len(args) != 1:
+        return None
+    target = kwargs.get("device")
+    to_sim = target is None or target.type == DEVICE
+    if target is not None and to_sim:
+        kwargs = {**kwargs, "device": _CPU}
+    out = func(inner, **kwargs)
+    if not to_sim:
+        return out
+    return SimTensor(out) if out.layout == torch.strided else None
+
+
 def _run(func, args, kwargs):
+    if func is _TO_COPY and faults.active_profile() is None:
+        out = _copy_fast(func, args, kwargs)
+        if out is not None:
+            return out
     name = str(func)
     returns, seeded, base_name = _schema_info(func)
     profile = faults.active_profile()

@@ -82,9 +82,10 @@ def _render(report: dict[str, Any], md: bool) -> str:
     out.append(f"**Verdict: {verdict}**" if md else f"Verdict: {verdict}")
     out.extend(f"{'- ' if md else '  - '}{_cell(reason, md)}" for reason in report["reasons"])
     effort = report["effort"]
-    out.append(f"\nEffort: {effort['overall']} ({effort['findings']} finding(s), {effort['fixable']} auto-fixable; "
+    out.append(f"\nEffort: {effort['overall']} ({effort.get('items', 0)} change item(s) from "
+               f"{effort['findings']} finding(s), {effort['fixable']} auto-fixable; "
                f"{effort['blocking_ops']} blocking op(s), {effort['fallback_ops']} CPU-fallback op(s); "
-               f"about {effort['hours']:g} h of manual work)")
+               f"{_hours(effort)} of work)")
     runtime = report["runtime"]
     out.append(_cell(runtime_line(runtime), md))
     if runtime is not None:
@@ -100,10 +101,23 @@ def _render(report: dict[str, Any], md: bool) -> str:
         if runtime["against"]:
             out.append(f"Predictions from {_cell(runtime['against'], md)}.")
 
+    heading("Change items")
+    blocked_by = set(report.get("blocked_by", ()))
+    table([[i["id"] + (" (blocks)" if i["id"] in blocked_by else ""), i["effort"],
+            f"{i['hours_low']:g}-{i['hours_high']:g} h", "yes" if i["fixable"] else "no", i["rationale"]]
+           for i in report.get("items", [])],
+          ["item", "effort", "hours", "fix", "why"])
+
     heading("Ops on the target")
     table([[r["op"], r["status"], r["count"], ", ".join(r["dtypes"]), ", ".join(r["sites"][:3]),
             r["predicted"] or "", _short(r["message"])] for r in report["ops"]] if runtime else [],
           ["op", "status", "count", "dtypes", "sites", "predicted", "message"])
+
+    if len(report.get("files", [])) > 1:
+        heading("Files")
+        table([[f["path"], f["lines"], f["findings"], f["needs_change"], f["fixable"]] for f in report["files"]],
+              ["file", "lines", "findings", "need a change", "auto-fixable"])
+    out.extend(f"Warning: {_cell(w, md)}" for w in report.get("warnings", []))
 
     heading("Findings")
     table([[f"{f['path']}:{f['line']}:{f['col']}", f["rule"], f["severity"], f["effort"],
@@ -127,6 +141,12 @@ def _render(report: dict[str, Any], md: bool) -> str:
     # Untrusted pieces were sanitised one by one above (cells before tabulate, so columns align);
     # this idempotent pass keeps the page inert should a section forget (and covers the patch).
     return for_terminal("\n".join(out) + "\n")
+
+
+def _hours(effort: dict[str, Any]) -> str:
+    if "hours_low" in effort:
+        return f"{effort['hours_low']:g}-{effort['hours_high']:g} h"
+    return f"about {effort['hours']:g} h"
 
 
 def _short(text: str | None, limit: int = 100) -> str:

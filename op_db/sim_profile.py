@@ -1,4 +1,10 @@
-"""Coverage profiles for the `sim` device: parsing, validation and op matching.
+"""The sim profile schema: what a coverage/fault profile holds, its validation and op matching.
+
+The one definition of a profile: `conformance.sim` applies it, `op_db.profile` exports a
+measured run as one, and the porting check predicts from one. It lives in op_db, the
+ground floor every package may import, and needs nothing but the standard library (torch
+only to list dtype names).
+
 
 A profile says which aten overloads the simulated backend lacks (`unsupported_ops`), which
 run through a CPU fallback (`fallback_ops`), which dtypes it cannot hold
@@ -137,8 +143,13 @@ def _parse(data: Any, where: str) -> SimProfile:
     )
 
 
+def is_op_pattern(text: Any) -> bool:
+    """An aten-style dotted op name, `*` globs allowed ('aten.mul.Tensor', 'aten.sort.*')."""
+    return isinstance(text, str) and bool(_OP_PATTERN.match(text))
+
+
 def _check_op(pattern: Any, what: str, where: str) -> str:
-    if not isinstance(pattern, str) or not _OP_PATTERN.match(pattern):
+    if not is_op_pattern(pattern):
         raise InputError(
             f"In {where}: {what} has a bad op name or glob {pattern!r} "
             "(expected an aten overload like 'aten.mul.Tensor', '*' allowed)."
