@@ -75,6 +75,9 @@ def pixel_values(config: Any, seed: int, batch: int = BATCH):
     return torch.randn((batch, channels, height, width), generator=_generator(seed + 1))
 
 
+# The tasks built by the rules below; every other task builds from the forward signature.
+LEGACY_TASKS = frozenset({"causal-lm", "seq2seq-lm", "masked-lm", "sequence-classification",
+                          "image-classification", "image-text-to-text"})
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 
 
@@ -157,6 +160,19 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     in input_ids so that they match its vision features."""
     import torch
 
+    if task not in LEGACY_TASKS:
+        from conformance.models.modalities import signature_inputs
+
+        if model is None:
+            raise ValueError(f"inputs for {task} are built from the model's forward signature; pass model")
+        if task in ("image-text-to-text", "multimodal-lm", "base") and image_token_id(config) is not None \
+                and hasattr(model, "get_image_features"):
+            task = "image-text-to-text"  # a vision-language model: image tokens must match its features
+        else:
+            inputs = signature_inputs(task, model, seed)
+            if labels and task.endswith("classification"):  # other heads' labels are structured
+                inputs["labels"] = _labels(task, inputs, seed)
+            return inputs
     if task == "image-classification":
         inputs: dict[str, Any] = {"pixel_values": pixel_values(config, seed)}
         if labels:
@@ -184,6 +200,16 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         else:
             inputs["labels"] = ids.clone()
     return inputs
+
+
+def _labels(task: str, inputs: dict[str, Any], seed: int):
+    """Class labels per sample (classification heads), per token (token classification)."""
+    import torch
+
+    ids = inputs.get("input_ids")
+    if task == "token-classification" and ids is not None:
+        return torch.randint(0, NUM_LABELS, tuple(ids.shape), generator=_generator(seed + 2))
+    return torch.randint(0, NUM_LABELS, (BATCH,), generator=_generator(seed + 2))
 
 
 def cast_inputs(inputs: dict[str, Any], device: Any = None, dtype: Any = None) -> dict[str, Any]:

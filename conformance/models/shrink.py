@@ -183,6 +183,9 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             # per-stage heads (Swin-like): powers of two divide every shrunk stage width
             out[key] = [min(v, 2) for v in out.get(key, values[key])]
     out.update(_attention_layers(values))
+    if values.get("use_timm_backbone"):
+        # Transformers' own backbone (its default config, random weights) in place of a timm one
+        out.update(use_timm_backbone=False, use_pretrained_backbone=False)
     for key, value in values.items():
         if _is_token_key(key) and value is not None:
             mapped = token_ids(value)
@@ -190,10 +193,21 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
                 out[key] = mapped
     for key in getattr(config, "sub_configs", {}) or {}:
         sub = getattr(config, key, None)
-        if _is_config(sub):
+        if _is_config(sub) and getattr(sub, "model_type", None) == "timm_backbone":
+            out[key] = _resnet_for_timm(sub)
+        elif _is_config(sub):
             out[key] = {**sub.to_dict(), **shrink(sub, token_ids)}
     _default_mrope(values, out)
     return out
+
+
+def _resnet_for_timm(timm_config: Any) -> dict[str, Any]:
+    """A tiny Transformers ResNet with the timm backbone's stages in place of timm (an optional
+    dependency whose backbones are named checkpoints)."""
+    indices = list(getattr(timm_config, "out_indices", None) or [1, 2, 3, 4])
+    return {"model_type": "resnet", "embedding_size": 16, "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
+            "layer_type": "bottleneck", "num_channels": getattr(timm_config, "num_channels", 3),
+            "out_indices": [i for i in indices if 1 <= i <= 4] or [4]}
 
 
 def _default_mrope(values: dict[str, Any], out: dict[str, Any]) -> None:

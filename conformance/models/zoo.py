@@ -117,12 +117,13 @@ def build_config(entry: ZooEntry) -> Any:
     return config
 
 
-def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0) -> Any:
-    """The tiny model of `entry`: float32, random weights under `seed`, eval mode, on CPU."""
+def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any = None) -> Any:
+    """The tiny model of `entry` (of `config`, default its tiny config): float32, random weights
+    under `seed`, eval mode, on CPU."""
     import torch
     import transformers
 
-    config = build_config(entry)
+    config = config if config is not None else build_config(entry)
     try:
         cls = getattr(transformers, entry.class_name)
         torch.manual_seed(seed)
