@@ -78,7 +78,7 @@ def check_pair(entry) -> PairStatus:
                       ops=ops)
 
 
-def _worker(subjects: Sequence[str], out) -> None:
+def _worker(subjects: Sequence[str], out, checker: Callable = check_pair) -> None:
     import transformers
 
     from conformance.models import zoo
@@ -87,7 +87,7 @@ def _worker(subjects: Sequence[str], out) -> None:
     entries = zoo.pairs()
     for subject in subjects:
         out.put(("start", subject))
-        out.put(("done", check_pair(entries[subject])))
+        out.put(("done", checker(entries[subject])))
     out.put(("exit", None))
 
 
@@ -100,8 +100,10 @@ class _Running:
 
 
 def census(subjects: Sequence[str], jobs: int = 1, batch: int = BATCH, timeout_s: float = DEFAULT_TIMEOUT_S,
-           on_pair: Callable[[PairStatus], None] | None = None) -> dict[str, PairStatus]:
-    """subject -> PairStatus for every subject (zoo.pairs() keys), in `jobs` worker processes."""
+           on_pair: Callable[[PairStatus], None] | None = None,
+           checker: Callable = check_pair) -> dict[str, PairStatus]:
+    """subject -> PairStatus for every subject (zoo.pairs() keys), in `jobs` worker processes;
+    `checker` (a module-level function, entry -> PairStatus) checks one pair."""
     from conformance.models import zoo
 
     entries = zoo.pairs()
@@ -118,7 +120,7 @@ def census(subjects: Sequence[str], jobs: int = 1, batch: int = BATCH, timeout_s
             on_pair(status)
 
     def launch(todo: list[str]) -> None:
-        process = mp.Process(target=_relay, args=(todo, results), daemon=True)
+        process = mp.Process(target=_relay, args=(todo, results, checker), daemon=True)
         process.start()
         running[process.pid] = _Running(process, list(todo))
 
@@ -168,7 +170,7 @@ def _stop(job: _Running, pid: int, running, found, record, timeout_s, overdue, p
         pending.insert(0, rest)
 
 
-def _relay(subjects: Sequence[str], results) -> None:
+def _relay(subjects: Sequence[str], results, checker: Callable) -> None:
     """Run the worker, tagging each message with this process id for the parent's one queue."""
     import os
 
@@ -176,7 +178,7 @@ def _relay(subjects: Sequence[str], results) -> None:
         def put(self, message):
             results.put((os.getpid(), *message))
 
-    _worker(subjects, _Tagged())
+    _worker(subjects, _Tagged(), checker)
 
 
 def aten_coverage(statuses: dict[str, PairStatus]) -> tuple[set[str], dict[str, set[str]]]:
