@@ -69,7 +69,11 @@ def run_item(item: WorkItem, ctx) -> Result:
         base = zoo.build_model(entry, attn=options.attn, seed=seed)
     except zoo.BuildError as exc:
         return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
-    inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+    try:
+        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+    except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
+        return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
+                          extra={"task": entry.task, "stage": "inputs"})
     run = _VARIANTS[item.variant]
     extra: dict[str, Any] = {"task": entry.task, "class": entry.class_name, "attn": options.attn}
     try:

@@ -92,3 +92,9 @@ def test_a_fault_in_an_audio_model_is_caught(ctx, use_profile):
     result = run(ctx, "wav2vec2:ctc")
     assert result.status is Status.MISMATCH
     assert result.divergence and "wav2vec2" in result.divergence
+
+
+def test_a_pair_without_an_input_builder_is_a_ref_error(ctx):
+    result = run(ctx, "audioflamingo3_encoder")
+    assert result.status is Status.REF_ERROR
+    assert "inputs failed: MissingInputBuilder" in result.message
