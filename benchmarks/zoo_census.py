@@ -40,7 +40,9 @@ def main() -> int:
     summary = summarise(entries, statuses)
     rows = [{**e.to_dict(), "build": statuses[e.subject].status, "aten_ops": len(statuses[e.subject].ops)}
             for e in entries]
-    print(render_listing(rows, summary).split("\n\n", 1)[1])
+    from reports.sanitize import for_terminal
+
+    print(render_listing(rows, summary, lambda text: for_terminal(text, one_line=True)).split("\n\n", 1)[1])
     print(f"\n{len(entries)} pairs in {wall:.1f} s wall ({len(entries) / wall:.2f} pairs/s), -j {args.jobs}; "
           f"load average after: {os.getloadavg()[0]:.2f}")
     if args.every > 1:

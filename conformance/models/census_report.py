@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from conformance.models.causes import CAUSES
@@ -59,14 +59,14 @@ def _short(text: str, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def render_listing(rows: list[dict[str, Any]], summary: CensusSummary | None) -> str:
-    """The pairs table (with each failure's cause under --check-build), then the figures."""
+def render_listing(rows: list[dict[str, Any]], summary: CensusSummary | None,
+                   escape: Callable[[str], str]) -> str:
+    """The pairs table (with each failure's cause under --check-build), then the figures;
+    `escape` makes model-supplied text (exception messages) safe for a terminal."""
     from tabulate import tabulate
 
-    from reports.sanitize import for_terminal
-
     def cell(text: str) -> str:
-        return for_terminal(_short(str(text)), one_line=True)
+        return escape(_short(str(text)))
 
     headers = ["subject", "task", "class"] + (["build", "aten ops"] if summary else [])
     table = [[cell(r["subject"]), cell(r["task"]), cell(r["class_name"])]

@@ -2,8 +2,8 @@
 
 Inputs are made on CPU from a private generator, so the same (model, seed)
 always gets the same tensors, and the global RNG is left alone. Token ids
-avoid the special tokens of the config (they may trigger model-specific
-paths such as image-token substitution).
+come from tokens.py; the task tables beyond the first six build from the
+forward signature (modalities.py).
 """
 
 from __future__ import annotations
@@ -11,50 +11,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from conformance.models.tokens import DECODER_LEN, _generator, text_config, token_ids
+
 BATCH = 2
 SEQ_LEN = 8
-DECODER_LEN = 6
 NUM_LABELS = 2
-
-
-def _generator(seed: int):
-    import torch
-
-    return torch.Generator().manual_seed(seed)
-
-
-def _all_token_ids(config: Any) -> set[int]:
-    found: set[int] = set()
-    configs = [config] + [getattr(config, k, None) for k in getattr(config, "sub_configs", {}) or {}]
-    for cfg in configs:
-        if cfg is None:
-            continue
-        for key, value in cfg.to_dict().items():
-            if key.endswith(("_token_id", "_token_index", "_token_ids")):
-                for v in value if isinstance(value, list) else [value]:
-                    if isinstance(v, int) and not isinstance(v, bool):
-                        found.add(v)
-    return found
-
-
-def text_config(config: Any) -> Any:
-    return getattr(config, "text_config", None) or getattr(config, "decoder", None) or config
-
-
-def vocab_size(config: Any) -> int:
-    size = getattr(text_config(config), "vocab_size", None) or getattr(config, "vocab_size", None)
-    return int(size or 32)
-
-
-def token_ids(config: Any, shape: tuple[int, ...], seed: int):
-    """Random ids below the vocabulary size that are not special tokens."""
-    import torch
-
-    vocab = vocab_size(config)
-    allowed = torch.tensor([i for i in range(vocab) if i not in _all_token_ids(config)] or [vocab - 1])
-    picks = torch.randint(0, len(allowed), shape, generator=_generator(seed))
-    return allowed[picks]
-
 
 def image_size(config: Any) -> tuple[int, int, int]:
     vision = getattr(config, "vision_config", None) or config

@@ -51,7 +51,7 @@ def _side(value: Any) -> tuple[int, int]:
 
 
 def _tokens(config, model, seed, task):
-    from conformance.models.inputs import token_ids
+    from conformance.models.tokens import token_ids
 
     shape = (BATCH, CHOICES, SEQ_LEN) if task == "multiple-choice" else (BATCH, SEQ_LEN)
     return token_ids(config, shape, seed)
@@ -159,7 +159,7 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     if "input_ids" in inputs and "attention_mask" in params:
         inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
     if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
-        from conformance.models.inputs import DECODER_LEN, token_ids
+        from conformance.models.tokens import DECODER_LEN, token_ids
 
         inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
     missing = _required(params) - set(inputs)

@@ -71,7 +71,8 @@ def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs:
         echo(dumps_json({"schema": 2, "models": rows, **({"census": summary.to_dict()} if summary else {})}, indent=2))
         return
     from conformance.models.census_report import render_listing
+    from reports.sanitize import for_terminal
 
-    echo(render_listing(rows, summary))
+    echo(render_listing(rows, summary, lambda text: for_terminal(text, one_line=True)))
 
 

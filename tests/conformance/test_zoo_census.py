@@ -89,5 +89,5 @@ def test_summary_counts_types_pairs_causes_and_aten_overloads():
     assert summary.causes[causes.OPTIONAL_DEPENDENCY] == 1 and set(summary.causes) == set(causes.CAUSES)
     assert summary.dependencies == {"fancylib": 1}
     text = render_listing([{**e.to_dict(), "build": statuses[e.subject].status,
-                            "aten_ops": len(statuses[e.subject].ops)} for e in entries], summary)
+                            "aten_ops": len(statuses[e.subject].ops)} for e in entries], summary, str)
     assert "types: 1/2 run a forward" in text and "distinct aten overloads exercised by the zoo: 2" in text
