@@ -8,7 +8,6 @@ in the same order.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import signal
@@ -18,10 +17,10 @@ import warnings
 from typing import Any
 
 from conformance.config import RunConfig
+from conformance.lifeline import die_with_parent
 from conformance.dist.process_group import RankPlace, join_world
 from op_db.records import Result, Status, WorkItem, shorten
 
-PR_SET_PDEATHSIG = 1
 
 
 @dataclasses.dataclass
@@ -41,13 +40,8 @@ class RankContext:
         return self.config.seed
 
 
-def die_with_parent() -> None:
-    """Linux: SIGKILL this process when the parent dies, so no rank outlives its runner;
-    and lead a process group of its own, which the parent kills whole (helpers included)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+def lead_process_group() -> None:
+    """Lead a process group of our own, which the runner kills whole (helpers included)."""
     try:
         os.setpgid(0, 0)
     except OSError:
@@ -78,6 +72,7 @@ def run_check(item: WorkItem, rctx: RankContext) -> Result:
 
 def rank_main(conn: Any, place: RankPlace, store_path: str, config: RunConfig, ranks_on_host: int) -> None:
     die_with_parent()
+    lead_process_group()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what stops
     warnings.simplefilter("ignore")
     try:

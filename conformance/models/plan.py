@@ -12,8 +12,8 @@ SUITE = "model"
 MODEL_DTYPES = ("float32", "bfloat16", "float16")  # what --dtype may name for models
 DEFAULT_DTYPES = ("float32", "bfloat16")
 MODES = ("eager", "compile")
-TASK_HELP = ("Comma list of tasks: causal-lm, seq2seq-lm, masked-lm, sequence-classification, "
-             "image-classification, image-text-to-text.")
+TASK_HELP = ("Comma list of tasks, derived from Transformers' auto mappings (causal-lm, token-classification, "
+             "ctc, object-detection, base, ...; an unknown one lists them all). Default: every task.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +57,7 @@ def model_dtypes(names: list[str] | None) -> list[str]:
 
 
 def plan(options: ModelOptions) -> list[WorkItem]:
-    """Forward items for every selected model type, plus backward (--grad) and generate
+    """Forward items for every selected (model type, task) pair, plus backward (--grad) and generate
     (--generate, generative tasks only), in model-type order."""
     from conformance.models import zoo
 
@@ -71,5 +71,5 @@ def plan(options: ModelOptions) -> list[WorkItem]:
         for variant in variants:
             for dtype in options.dtypes:
                 for mode in modes:
-                    items.append(WorkItem(SUITE, entry.model_type, variant, dtype, mode))
+                    items.append(WorkItem(SUITE, entry.subject, variant, dtype, mode))
     return items

@@ -56,7 +56,7 @@ def run_item(item: WorkItem, ctx) -> Result:
     from conformance.models.inputs import make_inputs
 
     options = ctx.config.options_of(ModelOptions)
-    entry = zoo.catalogue().get(item.subject)
+    entry = zoo.pairs().get(item.subject)
     if entry is None:
         return result_for(item, NotApplicable(f"unknown model type {item.subject!r}"))
     if not ctx.adapter.dtype_supported(item.dtype):
@@ -69,7 +69,11 @@ def run_item(item: WorkItem, ctx) -> Result:
         base = zoo.build_model(entry, attn=options.attn, seed=seed)
     except zoo.BuildError as exc:
         return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
-    inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+    try:
+        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+    except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
+        return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
+                          extra={"task": entry.task, "stage": "inputs"})
     run = _VARIANTS[item.variant]
     extra: dict[str, Any] = {"task": entry.task, "class": entry.class_name, "attn": options.attn}
     try:
@@ -131,11 +135,26 @@ def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def forward_outputs(output):
+    """What a forward is judged on: the logits where the head has them, else every tensor the
+    output carries (hidden states, boxes, depth, feature maps, waveforms), caches left out."""
+    import torch
+
+    logits = getattr(output, "logits", None)
+    if isinstance(logits, torch.Tensor):
+        return logits
+    if isinstance(output, torch.Tensor):
+        return output
+    items = output.items() if hasattr(output, "items") else enumerate(output)
+    return {str(key): value for key, value in items if isinstance(value, torch.Tensor)
+            or (isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value))}
+
+
 def run_forward(model, inputs):
     import torch
 
     with torch.no_grad():
-        return model(**_forward_kwargs(model, inputs)).logits
+        return forward_outputs(model(**_forward_kwargs(model, inputs)))
 
 
 def run_backward(model, inputs):

@@ -22,8 +22,9 @@ neuron-check models --resume 7
 """
 LISTING = (
     click.option("--list", "list_only", is_flag=True, help="List the model types with their task; run nothing."),
-    click.option("--check-build", is_flag=True, help="With --list: build every listed type tiny (in worker processes) "
-                 "and show its build status."),
+    click.option("--check-build", is_flag=True, help="With --list: build every listed (type, task) pair tiny and run "
+                 "one CPU forward (in worker processes); print each failure's cause, the causes table and the "
+                 "aten overloads exercised in total and per task."),
     format_option("table", "json"),
 )
 
@@ -52,37 +53,26 @@ command = suite_command("models", ModelOptions, help=HELP, default_timeout=300.0
 
 def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs: int) -> None:
     from conformance.models import zoo
+    from reports.sanitize import dumps_json, echo
 
     entries = zoo.select(archs, tasks)
     rows = [entry.to_dict() for entry in entries]
+    summary = None
     if check_build:
-        from conformance.models.census import OK, build_status
+        from conformance.models.census import census
+        from conformance.models.census_report import summarise
 
-        status = build_status([e.model_type for e in entries], jobs=jobs)
+        statuses = census([e.subject for e in entries], jobs=jobs)
+        summary = summarise(entries, statuses)
         for row in rows:
-            row["build"], seconds = status.get(row["model_type"], ("build failed: worker lost", 0.0))
-            row["build_s"] = round(seconds, 3)
-    summary: dict[str, dict[str, int]] = {}
-    for row in rows:
-        counts = summary.setdefault(row["task"], {"types": 0, **({"built": 0} if check_build else {})})
-        counts["types"] += 1
-        if check_build and row["build"] == OK:
-            counts["built"] += 1
-    from reports.sanitize import dumps_json, echo, for_terminal
-
+            found = statuses[row["subject"]]
+            row.update(build=found.status, cause=found.cause, build_s=round(found.seconds, 3), aten_ops=len(found.ops))
     if fmt == "json":
-        echo(dumps_json({"schema": 1, "models": rows, "summary": summary}, indent=2))
+        echo(dumps_json({"schema": 2, "models": rows, **({"census": summary.to_dict()} if summary else {})}, indent=2))
         return
-    from tabulate import tabulate
+    from conformance.models.census_report import render_listing
+    from reports.sanitize import for_terminal
 
-    headers = ["model_type", "task", "class"] + (["build"] if check_build else [])
-    table = [[r["model_type"], r["task"], r["class_name"]]
-             + ([for_terminal(_short(r["build"]), one_line=True)] if check_build else []) for r in rows]
-    echo(tabulate(table, headers=headers))
-    totals = [[task, c["types"]] + ([c["built"]] if check_build else []) for task, c in summary.items()]
-    echo("")
-    echo(tabulate(totals, headers=["task", "types"] + (["built"] if check_build else [])))
+    echo(render_listing(rows, summary, lambda text: for_terminal(text, one_line=True)))
 
 
-def _short(text: str, limit: int = 90) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."

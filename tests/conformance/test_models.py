@@ -137,11 +137,14 @@ def test_divergence_skips_modules_whose_inputs_already_differ():
 def test_plan_expands_variants_dtypes_and_modes():
     from conformance.models.plan import ModelOptions, plan
 
-    items = plan(ModelOptions(archs=("llama", "vit"), dtypes=("fp32", "bf16"), grad=True, generate=True, modes=("eager",)))
+    items = plan(ModelOptions(archs=("llama", "vit"), tasks=("causal-lm", "image-classification"),
+                              dtypes=("fp32", "bf16"), grad=True, generate=True, modes=("eager",)))
     assert WorkItem("model", "llama", "generate", "bfloat16", "eager") in items
     assert WorkItem("model", "vit", "backward", "float32", "eager") in items
     assert not any(i.subject == "vit" and i.variant == "generate" for i in items)
     assert len(items) == 2 * 3 + 2 * 2
+    every_task = plan(ModelOptions(archs=("llama",), dtypes=("fp32",)))
+    assert {i.subject for i in every_task} >= {"llama", "llama:token-classification", "llama:base"}
 
 
 def test_plan_rejects_bad_choices():
@@ -163,7 +166,10 @@ def test_zoo_gives_each_type_one_task_by_precedence():
     assert entries["t5"].task == "seq2seq-lm"  # also a sequence classifier: seq2seq wins
     assert entries["vit"].task == "image-classification"
     assert entries["llava"].task == "image-text-to-text"
-    assert {e.task for e in entries.values()} == set(zoo.TASKS)
+    from conformance.models.tasks import tasks
+
+    assert {e.task for e in entries.values()} <= set(tasks())
+    assert entries["bert"].task == "causal-lm" and zoo.pairs()["bert:token-classification"].primary is False
     chosen = [e.model_type for e in zoo.select(["gpt*"], ["causal-lm"])]
     assert "gpt2" in chosen and all(name.startswith("gpt") for name in chosen)
 
