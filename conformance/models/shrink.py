@@ -39,7 +39,13 @@ SIZE_RULES: dict[str, int] = {
     "image_size": 32,
     "patch_size": 8,
     "num_channels": 3,
+    # detection heads pick their top queries among the feature-map cells of a tiny image
+    "num_queries": 8,
 }
+# The widths a model's parts are joined by; a field elsewhere that equalled one (a neck's
+# `reassemble_hidden_size`, a head's `audio_hidden_size`) must follow it when it shrinks.
+WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
+WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size")
 # Lists naming each layer's kind, and the layer counts they must match.
 LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
 LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
@@ -191,14 +197,77 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             mapped = token_ids(value)
             if mapped != value:
                 out[key] = mapped
+    for key in values:
+        value = vars(config).get(key)  # the stored field: to_dict() already made it a list
+        if isinstance(value, tuple) and key not in out and value and all(isinstance(v, int) for v in value):
+            out[key] = list(value)  # some modeling code concatenates a default tuple to a list
+    originals: dict[str, dict[str, Any]] = {}
     for key in getattr(config, "sub_configs", {}) or {}:
         sub = getattr(config, key, None)
         if _is_config(sub) and getattr(sub, "model_type", None) == "timm_backbone":
             out[key] = _resnet_for_timm(sub)
         elif _is_config(sub):
-            out[key] = {**sub.to_dict(), **shrink(sub, token_ids)}
+            originals[key] = sub.to_dict()
+            out[key] = {**originals[key], **shrink(sub, token_ids)}
+    _follow_widths(values, out, originals)
     _default_mrope(values, out)
+    out.update(_backbone_outputs(values, out))
     return out
+
+
+def _follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[str, dict[str, Any]]) -> None:
+    """Fields (top level or in another sub-config) left at a sub-config's original width take its
+    shrunk width: a part's input must be as wide as the part that feeds it."""
+    widths: dict[int, int] = {}
+    for width_key in WIDTH_KEYS:
+        if isinstance(values.get(width_key), int) and isinstance(out.get(width_key), int):
+            widths.setdefault(values[width_key], out[width_key])
+    for key, original in originals.items():
+        for width_key in WIDTH_KEYS:
+            old, new = original.get(width_key), out[key].get(width_key)
+            if isinstance(old, int) and isinstance(new, int) and new < old:
+                widths.setdefault(old, new)
+    if not widths:
+        return
+
+    def follows(key: str, value: Any) -> bool:
+        return key.endswith(WIDTH_SUFFIXES) and isinstance(value, int) and not isinstance(value, bool) \
+            and value in widths
+
+    for key, value in values.items():
+        if key not in out and follows(key, value):
+            out[key] = widths[value]
+    for key, original in originals.items():
+        for field, value in original.items():
+            if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
+                out[key][field] = widths[value]
+
+
+def _backbone_outputs(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """A backbone's output stages (out_indices, out_features) must name stages the tiny backbone
+    still has: k outputs become its last k stages (the stem stays where asked), and a backbone
+    cut below k stages gets k layers back (necks expect one feature map per output)."""
+    names, indices = values.get("stage_names"), values.get("out_indices")
+    if not isinstance(names, list) or not isinstance(indices, (list, tuple)) or not indices:
+        return {}
+    fixes: dict[str, Any] = {}
+    if isinstance(values.get("depths"), (list, tuple)):
+        count = len(out.get("depths", values["depths"]))
+    else:
+        count_key = next((k for k in ("num_hidden_layers", "num_layers", "num_stages")
+                          if isinstance(values.get(k), int)), None)
+        if count_key is None:
+            return {}
+        count = out.get(count_key, values[count_key])
+    stages = [i for i in indices if i > 0]
+    if max(indices) <= count:
+        return {}
+    if len(stages) > count and not isinstance(values.get("depths"), (list, tuple)):
+        count = fixes[count_key] = len(stages)
+    new = ([0] if 0 in indices else []) + list(range(max(1, count - len(stages) + 1), count + 1))
+    stage_names = list(names[:1]) + [f"stage{i}" for i in range(1, count + 1)]
+    fixes.update(out_indices=new, out_features=[stage_names[i] for i in new], stage_names=stage_names)
+    return fixes
 
 
 def _resnet_for_timm(timm_config: Any) -> dict[str, Any]:
