@@ -65,14 +65,9 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
         candidates = [{**c, "image_sizes": sizes} for c in candidates] + candidates
     vision = getattr(config, "vision_config", None)
     if "image_grid_thw" in params and vision is not None:
-        patch = int(getattr(vision, "patch_size", 8) or 8)
-        temporal = int(getattr(vision, "temporal_patch_size", 1) or 1)
-        merge = int(getattr(vision, "spatial_merge_size", 1) or 1)
-        channels = int(getattr(vision, "in_channels", None) or getattr(vision, "num_channels", 3) or 3)
-        side = 2 * merge  # patches per side, a multiple of the merge window
-        rows = pixels.shape[0] * side * side
-        flat = torch.randn((rows, channels * temporal * patch * patch), generator=_generator(seed + 1))
-        grid = torch.tensor([[1, side, side]] * pixels.shape[0])
+        from conformance.models.modalities import flat_patches
+
+        flat, grid = flat_patches(vision, seed, pixels.shape[0])
         candidates.append({"pixel_values": flat, "image_grid_thw": grid})
     return candidates
 

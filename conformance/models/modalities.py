@@ -68,6 +68,47 @@ def _pixels(config, model, seed, task):
     return torch.randn(shape, generator=_generator(seed + 1))
 
 
+def flat_patches(vision: Any, seed: int, batch: int = BATCH):
+    """(patch rows, grid) for vision towers that take flattened patches with a (t, h, w) grid per
+    image (Qwen2-VL and its descendants): one frame, patches per side a multiple of the merge
+    window; each row is channels x temporal x patch x patch wide."""
+    import torch
+
+    patch = int(getattr(vision, "patch_size", 8) or 8)
+    temporal = int(getattr(vision, "temporal_patch_size", 1) or 1)
+    merge = int(getattr(vision, "spatial_merge_size", None) or getattr(vision, "merge_size", 1) or 1)
+    channels = int(getattr(vision, "in_channels", None) or getattr(vision, "num_channels", 3) or 3)
+    side = 2 * merge
+    rows = torch.randn((batch * side * side, channels * temporal * patch * patch), generator=_generator(seed + 1))
+    return rows, torch.tensor([[1, side, side]] * batch)
+
+
+def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
+    """Flattened-patch inputs of a vision tower, or {} for a forward that takes whole images:
+    a (t, h, w) grid per image, or NaFlex patches (Siglip2) with their per-image shape and mask."""
+    import torch
+
+    main = next((k for k in ("pixel_values", "hidden_states") if k in params), None)
+    grid_key = next((k for k in ("grid_thw", "image_grid_thw") if k in params), None)
+    if main is None:
+        return {}
+    if grid_key is not None:
+        rows, grid = flat_patches(model.config, seed)
+        out = {main: rows, grid_key: grid}
+        if "merge_sizes" in params:
+            merge = int(getattr(model.config, "spatial_merge_size", None) or 1)
+            out["merge_sizes"] = torch.tensor([merge] * BATCH)
+        return out
+    if "spatial_shapes" in params and main == "pixel_values":
+        rows, grid = flat_patches(model.config, seed)
+        side = int(grid[0, 1])
+        out = {main: rows.reshape(BATCH, side * side, -1), "spatial_shapes": grid[:, 1:]}
+        if "pixel_attention_mask" in params:
+            out["pixel_attention_mask"] = torch.ones((BATCH, side * side), dtype=torch.long)
+        return out
+    return {}
+
+
 def _boxes(config, model, seed, task):
     """Layout boxes (x0, y0, x1, y1) in 0..1000 with x0 <= x1 and y0 <= y1."""
     import torch
@@ -148,14 +189,16 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     import torch
 
     params = dict(inspect.signature(model.forward).parameters)
-    if not any(name in params for name in MAIN_INPUTS):
+    patches = _patch_inputs(model, params, seed)
+    if not patches and not any(name in params for name in MAIN_INPUTS):
         raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}")
     config = model.config
     wanted = [name for name in BUILDERS if name in params]
     if "input_ids" in wanted and any(k in wanted for k in ("input_values", "input_features")) \
             and "input_ids" not in _required(params):
         wanted.remove("input_ids")  # speech models that also accept text take audio first
-    inputs = {name: BUILDERS[name](config, model, seed, task) for name in wanted}
+    inputs = {name: BUILDERS[name](config, model, seed, task) for name in wanted if name not in patches}
+    inputs.update(patches)
     if "input_ids" in inputs and "attention_mask" in params:
         inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
     if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
