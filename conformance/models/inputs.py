@@ -40,11 +40,12 @@ def pixel_values(config: Any, seed: int, batch: int = BATCH):
 LEGACY_TASKS = frozenset({"causal-lm", "seq2seq-lm", "masked-lm", "sequence-classification",
                           "image-classification", "image-text-to-text"})
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
 
 
-def image_token_id(config: Any) -> int | None:
+def image_token_id(config: Any, keys: tuple[str, ...] = IMAGE_TOKEN_KEYS) -> int | None:
     for cfg in (config, text_config(config)):
-        for key in IMAGE_TOKEN_KEYS:
+        for key in keys:
             value = getattr(cfg, key, None)
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
@@ -72,13 +73,13 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
     return candidates
 
 
-def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int) -> int | None:
-    """Rows of text-width features per image that `get_image_features` makes, or None."""
+def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: str = "get_image_features") -> int | None:
+    """Rows of text-width features per image (or per clip) that `method` makes, or None."""
     import torch
 
     try:
         with torch.no_grad():
-            found = model.get_image_features(**image_inputs)
+            found = getattr(model, method)(**image_inputs)
     except Exception:  # noqa: BLE001 - not this layout
         return None
     found = getattr(found, "pooler_output", found)
@@ -125,7 +126,7 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
                 and hasattr(model, "get_image_features"):
             task = "image-text-to-text"  # a vision-language model: image tokens must match its features
         else:
-            inputs = signature_inputs(task, model, seed)
+            inputs = _with_audio_tokens(model, config, signature_inputs(task, model, seed))
             if labels and task.endswith("classification"):  # other heads' labels are structured
                 inputs["labels"] = _labels(task, inputs, seed)
             return inputs
@@ -156,6 +157,26 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         else:
             inputs["labels"] = ids.clone()
     return inputs
+
+
+def _with_audio_tokens(model: Any, config: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Audio-language models splice their audio features in at audio placeholder tokens: put as
+    many in input_ids as `get_audio_features` makes rows per clip (measured, like images)."""
+    import torch
+
+    token = image_token_id(config, AUDIO_TOKEN_KEYS)
+    if token is None or "input_ids" not in inputs or not hasattr(model, "get_audio_features"):
+        return inputs
+    accepted = inspect.signature(model.get_audio_features).parameters
+    audio = {k: v for k, v in inputs.items() if k in accepted and k not in ("input_ids", "attention_mask")}
+    count = _feature_rows(model, audio, BATCH, "get_audio_features") if audio else None
+    if not count:
+        return inputs
+    ids = _with_image_tokens(inputs["input_ids"], token, count)
+    out = {**inputs, "input_ids": ids}
+    if "attention_mask" in inputs:
+        out["attention_mask"] = torch.ones_like(ids)
+    return out
 
 
 def _labels(task: str, inputs: dict[str, Any], seed: int):

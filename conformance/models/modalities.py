@@ -118,14 +118,45 @@ def _boxes(config, model, seed, task):
     return torch.cat([low, high], dim=-1)
 
 
+def _extractor_types(model_type: str) -> list[str]:
+    """`model_type`, then the types it is a part of by name, longest first: an audio tower
+    ("qwen2_audio_encoder") shares the feature extractor of its model ("qwen2_audio")."""
+    parts = model_type.split("_")
+    return [model_type] + ["_".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
 def _feature_extractor(model):
-    """The type's own feature extractor with its default settings, or None."""
+    """The feature extractor of the type (or of the model it is a part of) with its default
+    settings, or None."""
     import transformers
     from transformers.models.auto import feature_extraction_auto
 
-    name = feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES.get(model.config.model_type)
-    cls = getattr(transformers, name, None) if name else None
-    return cls() if cls is not None else None
+    names = feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES
+    for model_type in _extractor_types(model.config.model_type):
+        cls = getattr(transformers, names.get(model_type) or "", None)
+        if cls is not None:
+            return cls()
+    return None
+
+
+def _extractor_features(config, model, seed):
+    """(the feature extractor's output for BATCH random waveforms, or None without an extractor;
+    the waveforms). The extractor makes as many mel bins as the model's config asks for."""
+    import numpy as np
+
+    extractor = _feature_extractor(model)
+    mel_bins = _get(config, "num_mel_bins")
+    if extractor is not None and isinstance(mel_bins, int) and getattr(extractor, "feature_size", mel_bins) != mel_bins:
+        try:
+            extractor = type(extractor)(feature_size=mel_bins)
+        except TypeError:  # an extractor whose feature size is fixed
+            pass
+    rate = int(getattr(extractor, "sampling_rate", 16000) or 16000)
+    rng = np.random.default_rng(seed)
+    waves = [rng.standard_normal(int(rate * WAVEFORM_SECONDS)).astype(np.float32) for _ in range(BATCH)]
+    if extractor is None:
+        return None, waves
+    return extractor(waves, sampling_rate=rate, return_tensors="pt"), waves
 
 
 def _audio(key: str):
@@ -133,19 +164,32 @@ def _audio(key: str):
         import numpy as np
         import torch
 
-        extractor = _feature_extractor(model)
-        rate = int(getattr(extractor, "sampling_rate", 16000) or 16000)
-        rng = np.random.default_rng(seed)
-        waves = [rng.standard_normal(int(rate * WAVEFORM_SECONDS)).astype(np.float32) for _ in range(BATCH)]
-        if extractor is None:
+        features, waves = _extractor_features(config, model, seed)
+        if features is None:
             if key == "input_values":
                 return torch.from_numpy(np.stack(waves))
             raise MissingInputBuilder(f"{type(model).__name__} takes {key} but the type has no feature extractor")
-        features = extractor(waves, sampling_rate=rate, return_tensors="pt")
         if key not in features:
             raise MissingInputBuilder(f"the feature extractor of {type(model).__name__} makes no {key}")
         return features[key].float()
     return build
+
+
+def _audio_mask(config, model, seed, task):
+    """The frame mask the feature extractor returns beside the features, else every frame of its
+    (batch, mel bins, frames) or (batch, frames, mel bins) features valid."""
+    import torch
+
+    features, _ = _extractor_features(config, model, seed)
+    if features is None or "input_features" not in features:
+        raise MissingInputBuilder(f"no feature extractor of {type(model).__name__} makes features to mask")
+    mask = next((features[k] for k in ("input_features_mask", "attention_mask", "feature_attention_mask")
+                 if k in features), None)
+    if mask is None:
+        shape = features["input_features"].shape
+        frames = shape[-1] if shape[1] == _get(config, "num_mel_bins", default=shape[-1]) else shape[1]
+        mask = torch.ones((shape[0], frames))
+    return mask.long()
 
 
 def _series(key: str):
@@ -172,10 +216,17 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "bbox": _boxes,
     "input_values": _audio("input_values"),
     "input_features": _audio("input_features"),
+    "input_features_mask": _audio_mask,
+    "feature_attention_mask": _audio_mask,
     "past_values": _series("past_values"),
     "past_time_features": _series("past_time_features"),
     "past_observed_mask": _series("past_observed_mask"),
 }
+
+
+def _has_audio_tokens(config: Any) -> bool:
+    """An audio-language model: its text carries audio placeholder tokens (inputs.py places them)."""
+    return any(isinstance(_get(config, key), int) for key in ("audio_token_id", "audio_token_index"))
 
 
 def _required(params: dict[str, inspect.Parameter]) -> set[str]:
@@ -195,7 +246,7 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     config = model.config
     wanted = [name for name in BUILDERS if name in params]
     if "input_ids" in wanted and any(k in wanted for k in ("input_values", "input_features")) \
-            and "input_ids" not in _required(params):
+            and "input_ids" not in _required(params) and not _has_audio_tokens(config):
         wanted.remove("input_ids")  # speech models that also accept text take audio first
     inputs = {name: BUILDERS[name](config, model, seed, task) for name in wanted if name not in patches}
     inputs.update(patches)

@@ -36,6 +36,8 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
                        "indexer_budget": 4, "indexer_compress_ratio": 2},
     # The default layer kinds are all Mamba; a tiny hybrid needs an attention layer.
     "granitemoehybrid": {"layer_types": ["mamba", "attention"]},
+    # The audio placeholder id has no default (None); the released checkpoints use 24.
+    "voxtral": {"audio_token_id": 24},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
