@@ -211,6 +211,8 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             out[key] = {**originals[key], **shrink(sub, token_ids)}
     _follow_widths(values, out, originals)
     _default_mrope(values, out)
+    if _text_part_of_merged_grid_model(config):
+        out.update(_mrope_sections({**values, **out}))
     out.update(_backbone_outputs(values, out))
     return out
 
@@ -286,12 +288,36 @@ def _default_mrope(values: dict[str, Any], out: dict[str, Any]) -> None:
     text, vision = out.get("text_config"), values.get("vision_config")
     if not isinstance(text, dict) or not isinstance(vision, dict) or "spatial_merge_size" not in vision:
         return
+    text.update(_mrope_sections(text))
+
+
+def _mrope_sections(text: dict[str, Any]) -> dict[str, Any]:
+    """rope_parameters with (time, height, width) sections over the rotary half of a tiny head."""
     rope = text.get("rope_parameters")
     if not isinstance(rope, dict) or "mrope_section" in rope:
-        return
+        return {}
     head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
-    half = head_dim // 2
-    text["rope_parameters"] = {**rope, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
+    factor = rope.get("partial_rotary_factor") or text.get("partial_rotary_factor") or 1.0
+    half = int(head_dim * factor) // 2
+    return {"rope_parameters": {**rope, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}}
+
+
+def _text_part_of_merged_grid_model(config: Any) -> bool:
+    """A text config ("qwen2_vl_text") whose model ("qwen2_vl") merges patch grids: its RoPE is
+    multimodal even though the text config alone does not say so."""
+    from transformers.models.auto import configuration_auto
+
+    model_type = getattr(config, "model_type", "") or ""
+    if not model_type.endswith("_text"):
+        return False
+    parent = configuration_auto.CONFIG_MAPPING_NAMES.get(model_type[: -len("_text")])
+    try:
+        import transformers
+
+        vision = getattr(getattr(transformers, parent)(), "vision_config", None) if parent else None
+    except Exception:  # noqa: BLE001 - a parent that cannot be built says nothing
+        return False
+    return vision is not None and hasattr(vision, "spatial_merge_size")
 
 
 def _min_rotary_head_dim(values: dict[str, Any]) -> int:
