@@ -122,8 +122,8 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
 
         if model is None:
             raise ValueError(f"inputs for {task} are built from the model's forward signature; pass model")
-        if task in ("image-text-to-text", "multimodal-lm", "base") and image_token_id(config) is not None \
-                and hasattr(model, "get_image_features"):
+        if image_token_id(config) is not None and hasattr(model, "get_image_features") \
+                and "input_ids" in inspect.signature(model.forward).parameters:
             task = "image-text-to-text"  # a vision-language model: image tokens must match its features
         else:
             inputs = _with_audio_tokens(model, config, signature_inputs(task, model, seed))
@@ -137,7 +137,7 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         return inputs
     ids = token_ids(config, (BATCH, SEQ_LEN), seed)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    if task == "seq2seq-lm":
+    if task == "seq2seq-lm" or (task == "image-text-to-text" and model is not None and _is_encoder_decoder(model)):
         inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
     if task == "image-text-to-text":
         images, count = image_inputs(model, config, seed) if model is not None else ({}, None)
@@ -157,6 +157,11 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         else:
             inputs["labels"] = ids.clone()
     return inputs
+
+
+def _is_encoder_decoder(model: Any) -> bool:
+    return bool(getattr(model.config, "is_encoder_decoder", False)) \
+        and "decoder_input_ids" in inspect.signature(model.forward).parameters
 
 
 def _with_audio_tokens(model: Any, config: Any, inputs: dict[str, Any]) -> dict[str, Any]:

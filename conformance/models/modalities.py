@@ -63,7 +63,9 @@ def _pixels(config, model, seed, task):
     channels = int(_get(config, "num_channels", "in_channels", default=3))
     height, width = _side(_get(config, "image_size", "img_size", default=32))
     shape = (BATCH, channels, height, width)
-    if task == "video-classification" or "video" in type(model).__name__.lower():
+    if task == "video-classification" or "video" in type(model).__name__.lower() \
+            or isinstance(getattr(config, "num_frames", None) or getattr(getattr(config, "vision_config", None),
+                                                                          "num_frames", None), int):  # a video model's own config counts frames
         shape = (BATCH, int(_get(config, "num_frames", default=4)), channels, height, width)
     return torch.randn(shape, generator=_generator(seed + 1))
 
@@ -107,6 +109,19 @@ def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -
             out["pixel_attention_mask"] = torch.ones((BATCH, side * side), dtype=torch.long)
         return out
     return {}
+
+
+def _masked_patches(config, model, seed, task):
+    """Masked-patch pretraining (VideoMAE): which patches (tubelets for video) to mask, half of
+    each sample's, as the heads require the same count per sample."""
+    import torch
+
+    height, width = _side(_get(config, "image_size", default=32))
+    patch = int(_get(config, "patch_size", default=8))
+    frames = int(_get(config, "num_frames", default=1)) // int(_get(config, "tubelet_size", default=1))
+    count = max(frames, 1) * (height // patch) * (width // patch)
+    order = torch.rand((BATCH, count), generator=_generator(seed + 6)).argsort(dim=1)
+    return order < count // 2
 
 
 def _boxes(config, model, seed, task):
@@ -214,6 +229,7 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "pixel_values": _pixels,
     "pixel_values_videos": _pixels,
     "bbox": _boxes,
+    "bool_masked_pos": _masked_patches,
     "input_values": _audio("input_values"),
     "input_features": _audio("input_features"),
     "input_features_mask": _audio_mask,
@@ -227,6 +243,9 @@ BUILDERS: dict[str, Callable[..., Any]] = {
 def _has_audio_tokens(config: Any) -> bool:
     """An audio-language model: its text carries audio placeholder tokens (inputs.py places them)."""
     return any(isinstance(_get(config, key), int) for key in ("audio_token_id", "audio_token_index"))
+
+# Parameters built only for a forward that requires them (optional, they change what it computes).
+ONLY_WHEN_REQUIRED = frozenset({"bool_masked_pos"})
 
 
 def _required(params: dict[str, inspect.Parameter]) -> set[str]:
@@ -244,7 +263,8 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     if not patches and not any(name in params for name in MAIN_INPUTS):
         raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}")
     config = model.config
-    wanted = [name for name in BUILDERS if name in params]
+    wanted = [name for name in BUILDERS if name in params
+              and (name not in ONLY_WHEN_REQUIRED or name in _required(params))]
     if "input_ids" in wanted and any(k in wanted for k in ("input_values", "input_features")) \
             and "input_ids" not in _required(params) and not _has_audio_tokens(config):
         wanted.remove("input_ids")  # speech models that also accept text take audio first

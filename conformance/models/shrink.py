@@ -41,6 +41,8 @@ SIZE_RULES: dict[str, int] = {
     "num_channels": 3,
     # detection heads pick their top queries among the feature-map cells of a tiny image
     "num_queries": 8,
+    # a video model's clip; tubelets of 2 frames still fit
+    "num_frames": 4,
 }
 # The widths a model's parts are joined by; a field elsewhere that equalled one (a neck's
 # `reassemble_hidden_size`, a head's `audio_hidden_size`) must follow it when it shrinks.
@@ -210,6 +212,7 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             originals[key] = sub.to_dict()
             out[key] = {**originals[key], **shrink(sub, token_ids)}
     _follow_widths(values, out, originals)
+    out.update(_pooled_image_tokens(values, out))
     _default_mrope(values, out)
     if _text_part_of_merged_grid_model(config):
         out.update(_mrope_sections({**values, **out}))
@@ -243,6 +246,19 @@ def _follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[
         for field, value in original.items():
             if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
                 out[key][field] = widths[value]
+
+
+def _pooled_image_tokens(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """Models that average-pool the tiny vision grid down to `mm_tokens_per_image` tokens (Gemma 3)
+    pool by patches-per-side // tokens-per-side: keep a 2x2 pool over the tiny grid."""
+    vision = out.get("vision_config")
+    if not isinstance(values.get("mm_tokens_per_image"), int) or not isinstance(vision, dict):
+        return {}
+    image, patch = vision.get("image_size"), vision.get("patch_size")
+    if not isinstance(image, int) or not isinstance(patch, int) or image < patch:
+        return {}
+    per_side = max(1, image // patch // 2)
+    return {"mm_tokens_per_image": min(values["mm_tokens_per_image"], per_side * per_side)}
 
 
 def _backbone_outputs(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
