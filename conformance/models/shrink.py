@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.models.shrink_joins import backbone_outputs, follow_widths, pooled_image_tokens
+
 # Tiny sizes. A rule only ever shrinks a default (min), so small defaults stay.
 VOCAB = 128
 SIZE_RULES: dict[str, int] = {
@@ -44,10 +46,6 @@ SIZE_RULES: dict[str, int] = {
     # a video model's clip; tubelets of 2 frames still fit
     "num_frames": 4,
 }
-# The widths a model's parts are joined by; a field elsewhere that equalled one (a neck's
-# `reassemble_hidden_size`, a head's `audio_hidden_size`) must follow it when it shrinks.
-WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
-WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size")
 # Lists naming each layer's kind, and the layer counts they must match.
 LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
 LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
@@ -191,6 +189,9 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             # per-stage heads (Swin-like): powers of two divide every shrunk stage width
             out[key] = [min(v, 2) for v in out.get(key, values[key])]
     out.update(_attention_layers(values))
+    if isinstance(values.get("window_size"), int) and isinstance(values.get("depths"), list):
+        # hierarchical windowed vision models (Swin): windows no larger than a tiny stage's grid
+        out["window_size"] = min(values["window_size"], 4)
     if values.get("use_timm_backbone"):
         # Transformers' own backbone (its default config, random weights) in place of a timm one
         out.update(use_timm_backbone=False, use_pretrained_backbone=False)
@@ -211,81 +212,13 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
         elif _is_config(sub):
             originals[key] = sub.to_dict()
             out[key] = {**originals[key], **shrink(sub, token_ids)}
-    _follow_widths(values, out, originals)
-    out.update(_pooled_image_tokens(values, out))
+    follow_widths(values, out, originals)
+    out.update(pooled_image_tokens(values, out))
     _default_mrope(values, out)
     if _text_part_of_merged_grid_model(config):
         out.update(_mrope_sections({**values, **out}))
-    out.update(_backbone_outputs(values, out))
+    out.update(backbone_outputs(values, out, _limited))
     return out
-
-
-def _follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[str, dict[str, Any]]) -> None:
-    """Fields (top level or in another sub-config) left at a sub-config's original width take its
-    shrunk width: a part's input must be as wide as the part that feeds it."""
-    widths: dict[int, int] = {}
-    for width_key in WIDTH_KEYS:
-        if isinstance(values.get(width_key), int) and isinstance(out.get(width_key), int):
-            widths.setdefault(values[width_key], out[width_key])
-    for key, original in originals.items():
-        for width_key in WIDTH_KEYS:
-            old, new = original.get(width_key), out[key].get(width_key)
-            if isinstance(old, int) and isinstance(new, int) and new < old:
-                widths.setdefault(old, new)
-    if not widths:
-        return
-
-    def follows(key: str, value: Any) -> bool:
-        return key.endswith(WIDTH_SUFFIXES) and isinstance(value, int) and not isinstance(value, bool) \
-            and value in widths
-
-    for key, value in values.items():
-        if key not in out and follows(key, value):
-            out[key] = widths[value]
-    for key, original in originals.items():
-        for field, value in original.items():
-            if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
-                out[key][field] = widths[value]
-
-
-def _pooled_image_tokens(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
-    """Models that average-pool the tiny vision grid down to `mm_tokens_per_image` tokens (Gemma 3)
-    pool by patches-per-side // tokens-per-side: keep a 2x2 pool over the tiny grid."""
-    vision = out.get("vision_config")
-    if not isinstance(values.get("mm_tokens_per_image"), int) or not isinstance(vision, dict):
-        return {}
-    image, patch = vision.get("image_size"), vision.get("patch_size")
-    if not isinstance(image, int) or not isinstance(patch, int) or image < patch:
-        return {}
-    per_side = max(1, image // patch // 2)
-    return {"mm_tokens_per_image": min(values["mm_tokens_per_image"], per_side * per_side)}
-
-
-def _backbone_outputs(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
-    """A backbone's output stages (out_indices, out_features) must name stages the tiny backbone
-    still has: k outputs become its last k stages (the stem stays where asked), and a backbone
-    cut below k stages gets k layers back (necks expect one feature map per output)."""
-    names, indices = values.get("stage_names"), values.get("out_indices")
-    if not isinstance(names, list) or not isinstance(indices, (list, tuple)) or not indices:
-        return {}
-    fixes: dict[str, Any] = {}
-    if isinstance(values.get("depths"), (list, tuple)):
-        count = len(out.get("depths", values["depths"]))
-    else:
-        count_key = next((k for k in ("num_hidden_layers", "num_layers", "num_stages")
-                          if isinstance(values.get(k), int)), None)
-        if count_key is None:
-            return {}
-        count = out.get(count_key, values[count_key])
-    stages = [i for i in indices if i > 0]
-    if max(indices) <= count:
-        return {}
-    if len(stages) > count and not isinstance(values.get("depths"), (list, tuple)):
-        count = fixes[count_key] = len(stages)
-    new = ([0] if 0 in indices else []) + list(range(max(1, count - len(stages) + 1), count + 1))
-    stage_names = list(names[:1]) + [f"stage{i}" for i in range(1, count + 1)]
-    fixes.update(out_indices=new, out_features=[stage_names[i] for i in new], stage_names=stage_names)
-    return fixes
 
 
 def _resnet_for_timm(timm_config: Any) -> dict[str, Any]:
