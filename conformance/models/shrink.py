@@ -192,6 +192,8 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
     if isinstance(values.get("window_size"), int) and isinstance(values.get("depths"), list):
         # hierarchical windowed vision models (Swin): windows no larger than a tiny stage's grid
         out["window_size"] = min(values["window_size"], 4)
+    if "default_language" in values and values["default_language"] is None and values.get("languages"):
+        out["default_language"] = values["languages"][0]  # language adapters (X-MOD) need one chosen
     if values.get("use_timm_backbone"):
         # Transformers' own backbone (its default config, random weights) in place of a timm one
         out.update(use_timm_backbone=False, use_pretrained_backbone=False)
