@@ -90,7 +90,8 @@ def public_run(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_report(
-    run: dict[str, Any], results: list[Result], coverage: list[tuple[str, str]] = ()
+    run: dict[str, Any], results: list[Result], coverage: list[tuple[str, str]] = (),
+    zoo_ops: dict[str, set[str]] | None = None,
 ) -> Report:
     results = sorted(results, key=lambda r: r.item)
     summary = {s.value: 0 for s in STATUS_ORDER}
@@ -103,7 +104,7 @@ def build_report(
         summary=summary,
         pass_rates=pass_rates(results),
         matrix=matrix([r for r in results if r.suite not in (MODEL_SUITE, FP8_SUITE)]),
-        blockers=blockers(results),
+        blockers=blockers(results, zoo_ops),
         claims=claims(results),
         fallbacks=fallbacks(results),
         models=matrix(results, suite=MODEL_SUITE) if MODEL_SUITE in suites else None,
@@ -112,9 +113,10 @@ def build_report(
     )
 
 
-def report_from_store(store: Any, run_spec: str | int | None = "latest") -> Report:
+def report_from_store(store: Any, run_spec: str | int | None = "latest",
+                      zoo_ops: dict[str, set[str]] | None = None) -> Report:
     run_id = store.resolve_run(run_spec)
-    return build_report(store.run(run_id), store.results(run_id), store.coverage(run_id))
+    return build_report(store.run(run_id), store.results(run_id), store.coverage(run_id), zoo_ops)
 
 
 def report_from_json(path: str | Path) -> Report:
@@ -179,25 +181,43 @@ def matrix(results: list[Result], suite: str | None = None) -> Matrix:
     )
 
 
-def blockers(results: list[Result]) -> list[dict[str, Any]]:
+def blockers(results: list[Result], zoo_ops: dict[str, set[str]] | None = None) -> list[dict[str, Any]]:
     """Aten overloads ranked by how many subjects (OpInfos, models) they block, then by items:
-    "fix these 5 ops to unlock 40 models"."""
+    "fix these 5 ops to unlock 40 models".
+
+    With `zoo_ops` (zoo pair subject -> the aten overloads its forward dispatched, from the zoo
+    census), each failing overload also counts the zoo models whose forward uses it (`zoo_models`),
+    whether or not the run reached them, and the ranking puts that count first."""
     by_op: dict[str, list[Result]] = defaultdict(list)
     for r in results:
         if r.status in BLOCKING and r.failing_op:
             by_op[r.failing_op].append(r)
+    users: dict[str, int] = Counter(op for ops in (zoo_ops or {}).values() for op in ops)
     rows = []
     for op, items in by_op.items():
         blocked = sorted({f"{r.suite}:{r.subject}" for r in items})
-        rows.append({
+        row = {
             "op": op,
             "subjects": len(blocked),
             "items": len(items),
             "statuses": dict(Counter(r.status.value for r in items)),
             "dtypes": sorted({r.dtype for r in items}),
             "blocks": blocked,
-        })
-    return sorted(rows, key=lambda row: (-row["subjects"], -row["items"], row["op"]))
+        }
+        if zoo_ops is not None:
+            row["zoo_models"] = users.get(op, 0)
+        rows.append(row)
+    return sorted(rows, key=lambda row: (-row.get("zoo_models", 0), -row["subjects"], -row["items"], row["op"]))
+
+
+def zoo_ops_from_census(path: str | Path) -> dict[str, set[str]]:
+    """Zoo pair subject -> aten overloads, from `neuron-check models --list --check-build --format
+    json` output (the union over every task is the zoo's coverage); raises InputError."""
+    try:
+        data = json.loads(Path(path).read_text())
+        return {row["subject"]: set(row["ops"]) for row in data["models"] if row.get("ops")}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path} is not a zoo census (models --list --check-build --format json): {exc}") from exc
 
 
 def claims(results: list[Result]) -> dict[str, list[dict[str, Any]]]:

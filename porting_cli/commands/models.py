@@ -66,7 +66,8 @@ def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs:
         summary = summarise(entries, statuses)
         for row in rows:
             found = statuses[row["subject"]]
-            row.update(build=found.status, cause=found.cause, build_s=round(found.seconds, 3), aten_ops=len(found.ops))
+            row.update(build=found.status, cause=found.cause, build_s=round(found.seconds, 3), aten_ops=len(found.ops),
+                       ops=list(found.ops))  # what `report --zoo` ranks blocking ops by
     if fmt == "json":
         echo(dumps_json({"schema": 2, "models": rows, **({"census": summary.to_dict()} if summary else {})}, indent=2))
         return

@@ -61,11 +61,14 @@ def _render(report: Report, tablefmt: str, heading) -> str:
         out.append(heading("FP8 readiness (check x fp8 dtype)"))
         _matrix(report.fp8, table)
 
-    out.append(heading("Aten overloads that block the most items"))
+    zoo = any("zoo_models" in b for b in report.blockers)
+    out.append(heading("Aten overloads that block the most models" if zoo else
+                       "Aten overloads that block the most items"))
     table(
-        [[b["op"], b["subjects"], b["items"], _counts(b["statuses"]), _cut(", ".join(b["blocks"]))]
+        [[b["op"]] + ([b["zoo_models"]] if zoo else []) + [b["subjects"], b["items"], _counts(b["statuses"]),
+                                                            _cut(", ".join(b["blocks"]))]
          for b in report.blockers[:LIST_LIMIT]],
-        ["aten overload", "subjects", "items", "statuses", "blocks"],
+        ["aten overload"] + (["zoo models using it"] if zoo else []) + ["subjects", "items", "statuses", "blocks"],
     )
     _more(out, report.blockers)
 

@@ -113,3 +113,15 @@ def test_dashboard_command(db, tmp_path):
     out = cli("dashboard", "--db", db, "-o", tmp_path / "site")
     assert out.exit_code == 0, out.output
     assert (tmp_path / "site" / "index.html").exists()
+
+
+def test_report_ranks_blockers_by_a_zoo_census(db, tmp_path):
+    census = tmp_path / "census.json"
+    census.write_text(json.dumps({"schema": 2, "models": [
+        {"subject": s, "ops": ["aten.cumprod.default", "aten.mul.Tensor"]} for s in ("llama", "gpt2", "t5")]}))
+    out = cli("report", "--db", db, "--zoo", census)
+    assert out.exit_code == 0, out.output
+    assert "Aten overloads that block the most models" in out.output and "zoo models using it" in out.output
+    census.write_text("[1, 2]")
+    bad = cli("report", "--db", db, "--zoo", census)
+    assert bad.exit_code == 2 and "not a zoo census" in bad.output and "Traceback" not in bad.output

@@ -59,3 +59,29 @@ def test_blockers_rank_by_subjects_unlocked_before_items():
     blockers = build_report(RUN, results).blockers
     assert [(b["op"], b["subjects"], b["items"]) for b in blockers] == [
         ("aten.histc.default", 2, 2), ("aten.rsqrt.default", 1, 3)]
+
+
+def test_the_zoo_census_ranks_blockers_by_the_models_using_them(tmp_path):
+    import json
+
+    import pytest
+
+    from op_db.errors import InputError
+    from op_db.records import Result, Status
+    from reports.model import zoo_ops_from_census
+
+    # histc blocks two OpInfo items; rsqrt one, but four zoo forwards dispatch rsqrt.
+    results = [Result("opinfo", s, "default", "float32", "eager", Status.UNSUPPORTED, failing_op="aten.histc.default")
+               for s in ("histc", "histogram")]
+    results.append(Result("opinfo", "rsqrt", "default", "float32", "eager", Status.ERROR, failing_op="aten.rsqrt.default"))
+    census = tmp_path / "census.json"
+    census.write_text(json.dumps({"schema": 2, "models": [
+        {"subject": name, "ops": ["aten.mm.default", "aten.rsqrt.default"]} for name in ("llama", "gpt2", "t5", "bert")
+    ] + [{"subject": "broken", "ops": []}]}))
+    blockers = build_report(RUN, results, zoo_ops=zoo_ops_from_census(census)).blockers
+    assert [(b["op"], b["zoo_models"], b["subjects"]) for b in blockers] == [
+        ("aten.rsqrt.default", 4, 1), ("aten.histc.default", 0, 2)]
+    assert "zoo_models" not in build_report(RUN, results).blockers[0]
+    census.write_text("{}")
+    with pytest.raises(InputError, match="not a zoo census"):
+        zoo_ops_from_census(census)
