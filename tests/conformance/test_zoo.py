@@ -16,6 +16,8 @@ REPRESENTATIVES = [
     "segformer:semantic-segmentation", "dpt:base", "clip:zero-shot-image-classification",
     "videomae:video-classification", "patchtsmixer:time-series-regression", "layoutlm:token-classification",
     "glpn:depth-estimation",
+    # tables reached by the shrink rules for joined parts: backbone stages, queries, <eos> pooling
+    "tipsv2_dpt:depth-estimation", "rf_detr:object-detection", "bart:sequence-classification",
 ]
 
 
@@ -95,6 +97,18 @@ def test_a_fault_in_an_audio_model_is_caught(ctx, use_profile):
 
 
 def test_a_pair_without_an_input_builder_is_a_ref_error(ctx):
-    result = run(ctx, "audioflamingo3_encoder")
+    result = run(ctx, "decision_transformer")
     assert result.status is Status.REF_ERROR
     assert "inputs failed: MissingInputBuilder" in result.message
+
+
+def test_joined_parts_follow_their_shrunk_sizes():
+    from conformance.models import zoo
+
+    depth = zoo.build_config(zoo.pairs()["depth_anything"])
+    backbone = depth.backbone_config
+    assert backbone.out_indices == [1, 2, 3, 4] == list(range(1, backbone.num_hidden_layers + 1))
+    assert depth.reassemble_hidden_size == backbone.hidden_size == 32  # the neck reads the backbone's width
+    swin = zoo.build_config(zoo.pairs()["grounding-dino"]).backbone_config
+    assert len(swin.depths) == len(swin.out_indices) == 3 and swin.window_size == 4
+    assert swin.embed_dim % max(swin.num_heads) == 0
