@@ -63,7 +63,9 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
     candidates = [{"pixel_values": pixels}, {"pixel_values": pixels.unsqueeze(1)}]
     if "image_sizes" in params:  # any-resolution models: (B, patches, C, H, W) with each image's size
         sizes = torch.tensor([list(pixels.shape[-2:])] * pixels.shape[0])
-        candidates = [{**c, "image_sizes": sizes} for c in candidates] + candidates
+        # each image tiled at its nearest grid pinpoint: a base view plus some tiles per image
+        tiled = [{"pixel_values": pixels.unsqueeze(1).repeat(1, tiles, 1, 1, 1)} for tiles in (3, 5, 2)]
+        candidates = [{**c, "image_sizes": sizes} for c in candidates + tiled] + candidates
     vision = getattr(config, "vision_config", None)
     if "image_grid_thw" in params and vision is not None:
         from conformance.models.modalities import flat_patches

@@ -67,6 +67,8 @@ def _pixels(config, model, seed, task):
             or isinstance(getattr(config, "num_frames", None) or getattr(getattr(config, "vision_config", None),
                                                                           "num_frames", None), int):  # a video model's own config counts frames
         shape = (BATCH, int(_get(config, "num_frames", default=4)), channels, height, width)
+    if task == "keypoint-matching" or "KeypointMatching" in type(model).__name__:
+        shape = (BATCH, 2, channels, height, width)  # the two images whose keypoints are matched
     return torch.randn(shape, generator=_generator(seed + 1))
 
 
@@ -109,6 +111,23 @@ def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -
             out["pixel_attention_mask"] = torch.ones((BATCH, side * side), dtype=torch.long)
         return out
     return {}
+
+
+def _decision(values: tuple[int, ...]):
+    """Decision heads (Jev) score the options of questions marked in one prompt: per question, the
+    1-based position of its mark, its option count and its question type."""
+    def build(config, model, seed, task):
+        import torch
+
+        return torch.tensor([list(values)])
+    return build
+
+
+def _task_tokens(config, model, seed, task):
+    """The tokenized task prompt of task-conditioned segmenters (OneFormer), at its own length."""
+    from conformance.models.tokens import token_ids
+
+    return token_ids(config, (BATCH, int(_get(config, "task_seq_len", default=SEQ_LEN))), seed + 7)
 
 
 def _masked_patches(config, model, seed, task):
@@ -230,6 +249,10 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "pixel_values_videos": _pixels,
     "bbox": _boxes,
     "bool_masked_pos": _masked_patches,
+    "task_inputs": _task_tokens,
+    "marks": _decision((3, SEQ_LEN)),
+    "num_options": _decision((2, 2)),
+    "question_type_ids": _decision((0, 0)),
     "input_values": _audio("input_values"),
     "input_features": _audio("input_features"),
     "input_features_mask": _audio_mask,

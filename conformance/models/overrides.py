@@ -38,6 +38,8 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "granitemoehybrid": {"layer_types": ["mamba", "attention"]},
     # The audio placeholder id has no default (None); the released checkpoints use 24.
     "voxtral": {"audio_token_id": 24},
+    # Special-token ids have no defaults (None; the checkpoints give them); the padding mask needs one.
+    "esm": {"pad_token_id": 1, "mask_token_id": 32},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

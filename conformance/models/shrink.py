@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.models.shrink_joins import backbone_outputs, follow_widths, pooled_image_tokens
+from conformance.models.shrink_joins import (backbone_outputs, follow_widths, pinpoints_follow_image_size,
+                                             pooled_image_tokens)
 
 # Tiny sizes. A rule only ever shrinks a default (min), so small defaults stay.
 VOCAB = 128
@@ -163,6 +164,13 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             out[key] = limit
         elif value is None and key in values and key in MOE_COUNT_KEYS and _is_moe(values):
             out[key] = limit  # an MoE config whose expert counts default to None cannot build
+        elif value is None and key == "vocab_size" and key in values:
+            out[key] = limit  # a vocabulary left to the checkpoint (ESM): its embeddings need one
+    image, patch = out.get("image_size", values.get("image_size")), out.get("patch_size", values.get("patch_size"))
+    if isinstance(values.get("image_embedding_size"), int) and isinstance(image, int) and isinstance(patch, int):
+        out["image_embedding_size"] = max(1, image // patch)  # the patch grid a prompt encoder (SAM) matches
+    if isinstance(values.get("global_attn_indexes"), list) and "num_hidden_layers" in out:
+        out["global_attn_indexes"] = [out["num_hidden_layers"] - 1]  # windowed ViTs keep one global layer
     heads = out.get("num_attention_heads", values.get("num_attention_heads"))
     hidden = out.get("hidden_size", values.get("hidden_size"))
     if "head_dim" in values and isinstance(heads, int) and isinstance(hidden, int):
@@ -216,6 +224,7 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             out[key] = {**originals[key], **shrink(sub, token_ids)}
     follow_widths(values, out, originals)
     out.update(pooled_image_tokens(values, out))
+    out.update(pinpoints_follow_image_size(values, out))
     _default_mrope(values, out)
     if _text_part_of_merged_grid_model(config):
         out.update(_mrope_sections({**values, **out}))

@@ -10,7 +10,7 @@ from typing import Any
 # The widths a model's parts are joined by; a field elsewhere that equalled one (a neck's
 # `reassemble_hidden_size`, a head's `audio_hidden_size`) must follow it when it shrinks.
 WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
-WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size", "_groups")  # groups == width: depthwise
+WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size", "projection_size", "_channels", "_groups")  # groups == width: depthwise
 
 
 def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[str, dict[str, Any]]) -> None:
@@ -39,6 +39,8 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
         for field, value in original.items():
             if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
                 out[key][field] = widths[value]
+            elif field == "num_pos_feats" and isinstance(value, int) and 2 * value in widths:
+                out[key][field] = widths[2 * value] // 2  # sine/Fourier features: half per axis pair
 
 
 def pooled_image_tokens(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
@@ -92,3 +94,17 @@ def backbone_outputs(values: dict[str, Any], out: dict[str, Any],
     stage_names = list(names[:1]) + [f"stage{i}" for i in range(1, count + 1)]
     fixes.update(out_indices=new, out_features=[stage_names[i] for i in new], stage_names=stage_names)
     return fixes
+
+
+def pinpoints_follow_image_size(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """Any-resolution models (LLaVA-NeXT) tile an image at the grid pinpoint nearest its size, in
+    tiles of the vision tower's image size: the pinpoints scale to whole tiny tiles."""
+    pinpoints, vision = values.get("image_grid_pinpoints"), values.get("vision_config")
+    new_vision = out.get("vision_config")
+    if not isinstance(pinpoints, list) or not pinpoints or not isinstance(vision, dict) \
+            or not isinstance(new_vision, dict):
+        return {}
+    old, new = vision.get("image_size"), new_vision.get("image_size")
+    if not isinstance(old, int) or not isinstance(new, int) or new >= old:
+        return {}
+    return {"image_grid_pinpoints": [[max(1, round(side / old)) * new for side in point] for point in pinpoints]}

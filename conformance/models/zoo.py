@@ -130,15 +130,30 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
         try:
             model = cls._from_config(config, attn_implementation=attn, dtype=torch.float32)
         except AttributeError:
-            # a text-only head listed for a multimodal type (qwen3_5 -> Qwen3_5ForCausalLM)
-            # wants the text part of the composite config
-            if getattr(config, "text_config", None) is None:
+            # a head whose own config wraps a text model (JevForDecision for qwen2) gets that
+            # config around the type's; a text-only head listed for a multimodal type
+            # (qwen3_5 -> Qwen3_5ForCausalLM) wants the text part of the composite config
+            wrapped = _head_config(cls, config)
+            if wrapped is None and getattr(config, "text_config", None) is None:
                 raise
             torch.manual_seed(seed)
-            model = cls._from_config(config.text_config, attn_implementation=attn, dtype=torch.float32)
+            model = cls._from_config(wrapped or config.text_config, attn_implementation=attn, dtype=torch.float32)
     except Exception as exc:  # noqa: BLE001
         raise BuildError(f"model: {type(exc).__name__}: {_first_line(exc)}") from exc
     return model.eval()
+
+
+def _head_config(cls: Any, config: Any) -> Any | None:
+    """The config class of `cls` built around the type's tiny (text) config, when that class wraps
+    a text model and `config` is not one of it; else None."""
+    own = getattr(cls, "config_class", None)
+    if own is None or isinstance(config, own) or "text_config" not in (getattr(own, "sub_configs", None) or {}):
+        return None
+    text = getattr(config, "text_config", None) or config
+    kwargs: dict[str, Any] = {"text_config": text.to_dict()}
+    if "hidden_size" in own().to_dict() and getattr(text, "hidden_size", None):
+        kwargs["hidden_size"] = text.hidden_size  # the head reads the text model's width
+    return own(**kwargs)
 
 
 def _first_line(exc: BaseException) -> str:
