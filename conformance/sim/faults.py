@@ -1,6 +1,7 @@
 """What the active sim profile does to one op call: raise, fall back, or corrupt outputs.
 
-Runtime state lives here: the active `SimProfile` and the CPU-fallback log.
+Runtime state lives here: the active `SimProfile`, the CPU-fallback log, and whether the op
+runs inside a compiled graph (where `compile_faults` apply too).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import signal
 import time
 import warnings
 from collections import Counter
-from typing import Iterable
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 import torch
 
@@ -20,6 +22,7 @@ DEVICE = "sim"
 
 _active: SimProfile | None = None
 _fallback_log: Counter[str] = Counter()
+_graph_depth = 0  # > 0 while the sim compile backend runs a graph's nodes
 
 
 def set_profile(profile: SimProfile | None) -> None:
@@ -31,6 +34,21 @@ def set_profile(profile: SimProfile | None) -> None:
 
 def active_profile() -> SimProfile | None:
     return _active
+
+
+@contextmanager
+def in_compiled_graph() -> Iterator[None]:
+    """Ops called inside are a compiled graph's: `compile_faults` apply to them as well."""
+    global _graph_depth
+    _graph_depth += 1
+    try:
+        yield
+    finally:
+        _graph_depth -= 1
+
+
+def has_faults(profile: SimProfile) -> bool:
+    return bool(profile.faults or (_graph_depth and profile.compile_faults))
 
 
 def fallback_log() -> Counter[str]:
@@ -112,7 +130,10 @@ def after(profile: SimProfile, name: str, dtypes: set[str], outputs: list[torch.
     `views[i]` says output i aliases an input without writing it (a view): such an output is
     replaced by a corrupted copy so the input is left alone.
     """
-    for fault in profile.faults_for(name):
+    matching = profile.faults_for(name)
+    if _graph_depth:
+        matching += profile.compile_faults_for(name)
+    for fault in matching:
         if fault.dtype is not None and fault.dtype not in dtypes:
             continue
         if fault.kind == "crash":

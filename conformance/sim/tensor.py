@@ -58,6 +58,9 @@ class SimTensor(torch.Tensor):
             dtype=cpu.dtype,
             device=torch.device(DEVICE, 0),
             requires_grad=requires_grad,
+            # An empty tensor still gets one element of (data-less) storage: dynamo fakes a
+            # zero-byte storage by resizing it, which a Python-registered PrivateUse1 cannot do.
+            **({"storage_size": cpu.element_size()} if cpu.numel() == 0 else {}),
         )
         r._cpu = cpu
         # Mirror the lazy conj/neg bits: the Conjugate/Negative fallbacks must run on the
@@ -216,7 +219,12 @@ def _run(func, args, kwargs):
             x = x._cpu
             tracing = tracing or isinstance(x, _TRACED_INNER)
         elif isinstance(x, torch.Tensor):
-            if x.dim() > 0 and x.device.type == "cpu":
+            if x.device.type == DEVICE:
+                # Only tracing makes a sim-device tensor that is no SimTensor: a factory op
+                # (arange(device="sim")) under the fake mode. Meet the held CPU tensors on the
+                # CPU; the copy is traced too, and a compiled graph runs it on sim again.
+                x, tracing = x.to(_CPU), True
+            elif x.dim() > 0 and x.device.type == "cpu":
                 cpu_big = True
         elif isinstance(x, torch.device):
             is_sim = x.type == DEVICE
@@ -259,7 +267,7 @@ def _run(func, args, kwargs):
         out_tensors = [t for t in tree_flatten(outs)[0] if isinstance(t, torch.Tensor)]
         if to_sim:
             faults.check_dtypes(profile, (t.dtype for t in out_tensors))
-        if profile.faults:
+        if faults.has_faults(profile):
             dtypes = {faults.dtype_name(d) for d in in_dtypes}
             dtypes |= {faults.dtype_name(t.dtype) for t in out_tensors}
             kinds = [r[0] for r in returns] if len(returns) == len(outs) else ["new"] * len(outs)
