@@ -71,7 +71,8 @@ class Result:
     device (None when unknown); `check` names the comparison applied (for
     example "numerics", "shape-dtype-device", "random-range", "exact");
     `divergence` names the first divergent module of a model; `extra` holds
-    suite-specific facts that reports may show but never interpret.
+    suite-specific facts that reports may show but never interpret; `compile`
+    holds a compile-mode item's compile facts.
     """
 
     suite: str
@@ -95,6 +96,9 @@ class Result:
     check: str | None = None
     divergence: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # compile mode: graph_breaks, break_reasons, recompiles, compile_s, graph_ops, phase, vs_eager
+    # (conformance/compiling/watch.py, CompileFacts); empty for eager items
+    compile: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

@@ -50,6 +50,7 @@ class Report:
     models: Matrix | None
     fp8: Matrix | None
     coverage: dict[str, int]
+    graph_breaks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -77,6 +78,7 @@ class Report:
                 "models": dataclasses.asdict(self.models) if self.models else None,
                 "fp8": dataclasses.asdict(self.fp8) if self.fp8 else None,
                 "coverage": self.coverage,
+                "graph_breaks": self.graph_breaks,
             },
         }
 
@@ -109,6 +111,7 @@ def build_report(
         models=matrix(results, suite=MODEL_SUITE) if MODEL_SUITE in suites else None,
         fp8=matrix(results, suite=FP8_SUITE) if FP8_SUITE in suites else None,
         coverage=dict(Counter(kind for _, kind in coverage)),
+        graph_breaks=graph_breaks(results),
     )
 
 
@@ -198,6 +201,18 @@ def blockers(results: list[Result]) -> list[dict[str, Any]]:
             "blocks": blocked,
         })
     return sorted(rows, key=lambda row: (-row["subjects"], -row["items"], row["op"]))
+
+
+def graph_breaks(results: list[Result]) -> list[dict[str, Any]]:
+    """Compile mode's graph-break reasons ranked by how many subjects (models, ops) they break,
+    then by items: the breaks worth fixing first."""
+    by_reason: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        for reason in (r.compile or {}).get("break_reasons", ()):
+            by_reason[reason].append(r)
+    rows = [{"reason": reason, "subjects": len({f"{r.suite}:{r.subject}" for r in items}), "items": len(items),
+             "breaks": sorted({f"{r.suite}:{r.subject}" for r in items})} for reason, items in by_reason.items()]
+    return sorted(rows, key=lambda row: (-row["subjects"], -row["items"], row["reason"]))
 
 
 def claims(results: list[Result]) -> dict[str, list[dict[str, Any]]]:

@@ -112,7 +112,12 @@ def _fold(item: WorkItem, setup: steps.ItemSetup, tally: steps.ItemTally, sample
             first_failure = smp.describe_sample(index, sample)
             message, failing_op = outcome.comparison.reason, chk.guess_failing_op(outcome.ops)
     observed: Any
-    if error is not None:
+    phase = None
+    if error is not None and setup.compiled:
+        from conformance.opinfo.compiled import failure_observation
+
+        observed, phase = failure_observation(setup, error)
+    elif error is not None:
         observed = error
     elif ran == 0:
         observed = NotApplicable(f"OpInfo has no differentiable samples for {item.dtype}.")
@@ -128,6 +133,16 @@ def _fold(item: WorkItem, setup: steps.ItemSetup, tally: steps.ItemTally, sample
         max_abs_err=total.max_abs_err if tally.total else None, max_rel_err=total.max_rel_err if tally.total else None,
         err_ratio=total.err_ratio if tally.total else None,
     )
+    if setup.compiled:
+        from conformance.opinfo.compiled import compile_fields, mismatch_note
+
+        fields.update(compile_fields(setup, tally, phase))
+        if message is not None and error is None and first_failure is not None:
+            message += mismatch_note(tally, setup.device)
+        if phase is not None:
+            from conformance.compiling.failures import describe_failure
+
+            message = f"{phase}: {describe_failure(error)}"
     if message is not None:
         fields["message"] = shorten(message)
     return result_for(item, observed, fallback=bool(tally.fallbacks), **fields)

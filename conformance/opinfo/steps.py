@@ -7,6 +7,9 @@
     compare_sample  the numerics rule, the float64 oracle only when the plain check fails,
                     and the metadata / value-range checks for undefined and random outputs
 
+Compile mode (conformance/opinfo/compiled.py) compiles the op once per item under a
+CompileWatch and checks each compiled output against eager on the same device as well.
+
 `run_sample` chains them for one sample. Per-item state that the steps add to (op time,
 ops seen, fallbacks) lives in an `ItemTally`; nothing is recomputed per sample that is
 fixed per item.
@@ -54,6 +57,7 @@ class ItemSetup:
     meta_only: bool
     oracle_dtype: torch.dtype | None  # None: the item's outputs get no float64 oracle
     device_fn: Any  # the op, or its torch.compile'd wrapper
+    watch: Any = None  # compile mode: the item's conformance.compiling.watch.CompileWatch
 
 
 @dataclasses.dataclass
@@ -67,6 +71,9 @@ class ItemTally:
     total: Comparison | None = None
     checks: set[str] = dataclasses.field(default_factory=set)
     probed: bool = False  # the CPU-randomness probe runs at most once per item
+    vs_eager: Comparison | None = None  # compile mode: compiled outputs against eager on the device
+    eager_failed: int = 0  # compile mode: samples whose eager run on the device raised
+    eager_agrees_with_cpu: bool | None = None  # compile mode, the first mismatching sample: eager's verdict
 
 
 @dataclasses.dataclass
@@ -94,29 +101,33 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
     kind = chk.output_kind(op.full_name)
     meta_only = device_type == "meta"
     rtol, atol = chk.tolerance_overrides(op, dtype, device_type, backward)
+    watch, device_fn = compiled_op(op, ctx) if compiled else (None, op)
     setup = ItemSetup(
         op=op, dtype=dtype, device=ctx.device, device_type=device_type, adapter=ctx.adapter, backward=backward,
         compiled=compiled, compile_backend=ctx.compile_backend if compiled else None, seed=ctx.config.seed, reference_inputs=options.reference_inputs,
         max_samples=options.max_samples, rtol=rtol, atol=atol, meta_only=meta_only,
         oracle_dtype=None if meta_only or kind == "undefined" else smp.oracle_dtype(dtype),
-        device_fn=_compiled(op, ctx.compile_backend) if compiled else op,
+        device_fn=device_fn, watch=watch,
     )
     return setup, ItemTally(kind=kind)
 
 
-def _compiled(op: Any, backend: str) -> Any:
+def compiled_op(op: Any, ctx: Any) -> tuple[Any, Any]:
+    """The item's CompileWatch and the op compiled under it; one compiled callable serves every
+    sample, so samples of one shape reuse one compiled graph."""
     import torch._dynamo as dynamo
 
+    from conformance.compiling.watch import CompileWatch
+
     dynamo.reset()  # each item compiles afresh: no cache growth across a long run
-    # One compiled function per item sees every sample's shapes; do not fall back to eager.
-    for name in ("recompile_limit", "cache_size_limit"):
-        if hasattr(dynamo.config, name):
-            setattr(dynamo.config, name, 64)
+    watch = CompileWatch(ctx.compile_backend, ctx.config.compile)
 
     def call(*args, **kwargs):
         return op(*args, **kwargs)
 
-    return torch.compile(call, backend=backend, dynamic=False)
+    # Without --dynamic every shape is compiled statically (dynamo's automatic dynamic shapes off),
+    # so a sample's result is that of a graph specialised to it, as OpInfo's inductor tests do.
+    return watch, watch.compile(call, dynamic=True if ctx.config.compile.dynamic else False)
 
 
 def make_samples(setup: ItemSetup, device: str = "cpu", limit: int | None = None) -> list[Any]:
@@ -170,7 +181,8 @@ def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangent
     # Under torch.compile nothing is recorded: Dynamo declines to compile while a dispatch
     # mode is active, which would test eager instead.
     recording = contextlib.nullcontext(None) if setup.compiled else record_ops(setup.device_type)
-    with recording as recorder, setup.adapter.track_fallbacks() as tracker:
+    watching = setup.watch if setup.compiled else contextlib.nullcontext()
+    with watching, recording as recorder, setup.adapter.track_fallbacks() as tracker:
         try:
             out = call(setup, tally, setup.device_fn, dev_sample)
             if setup.backward:
@@ -266,8 +278,10 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     # The device copy first: the CPU reference may update the sample in place.
     try:
         dev_sample, move_error = smp.to_device(sample, setup.device), None
+        # Compile mode: an untouched copy for eager on the device, the second reference.
+        eager_sample = smp.to_device(sample, setup.device) if setup.compiled else None
     except Exception as exc:  # the device cannot even hold the inputs (a layout, a dtype)
-        dev_sample, move_error = None, exc
+        dev_sample, eager_sample, move_error = None, None, exc
     versions = smp.tensor_versions(sample)
     try:
         reference = run_reference(setup, tally, sample)
@@ -289,4 +303,8 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     if setup.oracle_dtype is not None:
         oracle = lambda: oracle_output(setup, tally, sample, versions, reference.cotangents)  # noqa: E731
     run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle)
+    if setup.compiled and not setup.meta_only:
+        from conformance.opinfo.compiled import check_against_eager
+
+        check_against_eager(setup, tally, eager_sample, run, reference)
     return run

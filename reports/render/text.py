@@ -69,6 +69,15 @@ def _render(report: Report, tablefmt: str, heading) -> str:
     )
     _more(out, report.blockers)
 
+    if report.graph_breaks:
+        out.append(heading("Graph-break reasons that affect the most subjects (compile mode)"))
+        table(
+            [[_cut(b["reason"], 120), b["subjects"], b["items"], _cut(", ".join(b["breaks"]))]
+             for b in report.graph_breaks[:LIST_LIMIT]],
+            ["graph-break reason", "subjects", "items", "breaks"],
+        )
+        _more(out, report.graph_breaks)
+
     out.append(heading("Dtype-claim discrepancies"))
     for label, key in (("works but unclaimed", "works_but_unclaimed"), ("claimed but fails", "claimed_but_fails")):
         rows = report.claims[key]
