@@ -39,6 +39,8 @@ class CompileFacts:
     recompiles: int = 0
     compile_s: float = 0.0
     graph_ops: list[str] = dataclasses.field(default_factory=list)
+    calls: int = 0  # calls of the compiled callable (samples, decode steps)
+    cache_hits: int = 0  # calls served by graphs compiled before, compiling nothing
     phase: str | None = None  # of the failure, when the item failed in compile mode
     vs_eager: dict[str, Any] | None = None  # the compiled output against eager on the same device
 
@@ -56,6 +58,8 @@ class CompileWatch:
         self.lowering = self.graph_ran = False  # a backend compile is under way; a compiled graph ran
         self.compile_s = 0.0
         self._frame_compiles: Counter = Counter()
+        self.calls = self.cache_hits = 0
+        self._compiles_at_enter = 0
         self._started: dict[str, float] = {}
         self._exit: Callable[[], None] | None = None
         from torch._dynamo.utils import counters, graph_break_reasons
@@ -168,12 +172,16 @@ class CompileWatch:
             callback_handler.remove_end_callback(end)
 
         self._exit = remove
+        self.calls += 1
+        self._compiles_at_enter = sum(self._frame_compiles.values())
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self._exit is not None:
             self._exit()
             self._exit = None
+            if sum(self._frame_compiles.values()) == self._compiles_at_enter:
+                self.cache_hits += 1
 
     def failure_phase(self, exc: BaseException) -> str:
         return phase_of(exc, lowering=self.lowering, graph_ran=self.graph_ran)
@@ -189,7 +197,8 @@ class CompileWatch:
             backend=self.backend, graphs=self.graphs, graph_breaks=max(breaks, 0),
             break_reasons=list(reasons)[:MAX_REASONS],
             recompiles=sum(n - 1 for n in self._frame_compiles.values() if n > 1),
-            compile_s=round(self.compile_s, 4), graph_ops=sorted(self.graph_ops), phase=phase,
+            compile_s=round(self.compile_s, 4), graph_ops=sorted(self.graph_ops), calls=self.calls,
+            cache_hits=self.cache_hits, phase=phase,
         )
 
 
