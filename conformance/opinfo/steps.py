@@ -127,7 +127,32 @@ def compiled_op(op: Any, ctx: Any) -> tuple[Any, Any]:
 
     # Without --dynamic every shape is compiled statically (dynamo's automatic dynamic shapes off),
     # so a sample's result is that of a graph specialised to it, as OpInfo's inductor tests do.
-    return watch, watch.compile(call, dynamic=True if ctx.config.compile.dynamic else False)
+    compiled = watch.compile(call, dynamic=True if ctx.config.compile.dynamic else False)
+
+    def run(*args, **kwargs):
+        with _unseeded_random_ops():
+            return compiled(*args, **kwargs)
+
+    return watch, run
+
+
+@contextlib.contextmanager
+def _unseeded_random_ops():
+    """OpInfo's random ops call `wrapper_set_seed`, which reseeds inside the op; dynamo cannot
+    trace the reseed and would run the op eagerly. Compiled, they draw unseeded, as PyTorch's
+    own inductor OpInfo tests run them, and are judged by their value range."""
+    from torch.testing._internal import common_methods_invocations as cmi
+
+    seeded = cmi.wrapper_set_seed
+    cmi.wrapper_set_seed = _call_unseeded
+    try:
+        yield
+    finally:
+        cmi.wrapper_set_seed = seeded
+
+
+def _call_unseeded(op: Any, *args: Any, **kwargs: Any) -> Any:
+    return op(*args, **kwargs)
 
 
 def make_samples(setup: ItemSetup, device: str = "cpu", limit: int | None = None) -> list[Any]:
