@@ -50,10 +50,10 @@ def lead_process_group() -> None:
 
 def check_module(subject: str) -> Any:
     """The module whose `run_item(item, rctx)` checks this subject."""
-    from conformance.dist import collectives, parity, streams
+    from conformance.dist import collectives, dtensor_ops, parity, streams
 
     head = subject.split(".", 1)[0]
-    return {"parity": parity, "streams": streams}.get(head, collectives)
+    return {"parity": parity, "streams": streams, "dtensor": dtensor_ops}.get(head, collectives)
 
 
 def run_check(item: WorkItem, rctx: RankContext) -> Result:

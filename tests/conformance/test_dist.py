@@ -33,13 +33,13 @@ class RecordingExecutor(WorldExecutor):
         return world
 
 
-def run(items, tmp_path, profile=None, timeout_s=60.0):
+def run(items, tmp_path, profile=None, timeout_s=60.0, options=None):
     sim_profile = None
     if profile is not None:
         sim_profile = str(tmp_path / "profile.json")
         (tmp_path / "profile.json").write_text(json.dumps(profile))
     config = RunConfig(backend="sim", device="sim", timeout_s=timeout_s, sim_profile=sim_profile,
-                       suite_options=DistOptions(world_size=2))
+                       suite_options=options or DistOptions(world_size=2))
     executor = RecordingExecutor(WorldSpec(2, ("sim", "sim")))
     results = []
     executor.execute(items, config, results.append)
@@ -72,6 +72,25 @@ def test_scaled_bf16_all_reduce_is_caught_exactly(tmp_path):
     assert mismatched == expected
     assert all(r.status is Status.PASS for item, r in results.items() if item not in expected)
     assert results[WorkItem("dist", "parity.ddp", "train2", "bfloat16", "eager")].divergence
+
+
+def test_dtensor_opinfo_passes_fault_free_and_a_sim_fault_is_mismatch(tmp_path):
+    options = DistOptions(parts=("dtensor",), ops=("mul", "nonzero"), dtypes=("float32",), max_samples=2)
+    items = plan(options)
+    mul = [item for item in items if item.subject == "dtensor.mul"]
+    assert {item.variant for item in mul} == {"shard0", "replicate", "partial"}
+    nonzero = WorkItem("dist", "dtensor.nonzero", "replicate", "float32", "eager")
+    clean, _ = run(items, tmp_path, options=options)
+    assert {item: clean[item].status for item in mul} == dict.fromkeys(mul, Status.PASS)
+    assert clean[WorkItem("dist", "dtensor.mul", "shard0", "float32", "eager")].extra["output_placements"] == ["R", "S(0)"]  # a 0-dim sample stays replicated
+    assert clean[WorkItem("dist", "dtensor.mul", "partial", "float32", "eager")].extra["output_placements"] == ["P(sum)"]
+    # DTensor has no sharding rule for nonzero: its gap, named as such, not the backend's.
+    assert clean[nonzero].status is Status.UNSUPPORTED
+    assert clean[nonzero].extra["sharding_propagation"] == "failed"
+    faulty, _ = run(items, tmp_path, {"faults": [{"op": "aten.mul.Tensor", "kind": "scale", "value": 1.5}]},
+                    options=options)
+    assert {item: faulty[item].status for item in mul} == dict.fromkeys(mul, Status.MISMATCH)
+    assert faulty[nonzero].status is Status.UNSUPPORTED
 
 
 def _alive(pid: int) -> bool:
