@@ -159,5 +159,9 @@ def test_cli_run_stores_the_dist_suite_and_report_shows_it(tmp_path):
     report = _cli("report", "--db", db, "--format", "json", cwd=tmp_path)
     data = json.loads(report.stdout)
     assert {r["suite"] for r in data["results"]} == {"dist"}
-    assert {r["subject"] for r in data["results"]} >= {"broadcast", "streams.order"}
+    statuses = {r["subject"]: r["status"] for r in data["results"]}
+    assert statuses["broadcast"] == statuses["streams.order"] == "PASS"
+    # sim routes torch.accelerator.synchronize; a Python device guard has no event sync/timing.
+    assert statuses["streams.synchronize"] == "PASS"
+    assert statuses["streams.event_timing"] == "UNSUPPORTED"
     assert (tmp_path / "j.xml").read_text().count("<testcase") == len(data["results"])
