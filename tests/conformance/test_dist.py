@@ -75,22 +75,22 @@ def test_scaled_bf16_all_reduce_is_caught_exactly(tmp_path):
 
 
 def test_dtensor_opinfo_passes_fault_free_and_a_sim_fault_is_mismatch(tmp_path):
-    options = DistOptions(parts=("dtensor",), ops=("mul", "nonzero"), dtypes=("float32",), max_samples=2)
+    # One world: the aten fault scales bf16 mul only, so the float32 items are the fault-free run.
+    options = DistOptions(parts=("dtensor",), ops=("mul", "nonzero"), dtypes=("float32", "bfloat16"), max_samples=2)
     items = plan(options)
-    mul = [item for item in items if item.subject == "dtensor.mul"]
-    assert {item.variant for item in mul} == {"shard0", "replicate", "partial"}
-    nonzero = WorkItem("dist", "dtensor.nonzero", "replicate", "float32", "eager")
-    clean, _ = run(items, tmp_path, options=options)
-    assert {item: clean[item].status for item in mul} == dict.fromkeys(mul, Status.PASS)
-    assert clean[WorkItem("dist", "dtensor.mul", "shard0", "float32", "eager")].extra["output_placements"] == ["R", "S(0)"]  # a 0-dim sample stays replicated
-    assert clean[WorkItem("dist", "dtensor.mul", "partial", "float32", "eager")].extra["output_placements"] == ["P(sum)"]
+    mul = {dtype: [i for i in items if i.subject == "dtensor.mul" and i.dtype == dtype] for dtype in options.dtypes}
+    assert {item.variant for item in mul["float32"]} == {"shard0", "replicate", "partial"}
+    profile = {"faults": [{"op": "aten.mul.Tensor", "kind": "scale", "value": 1.5, "dtype": "bfloat16"}]}
+    results, _ = run(items, tmp_path, profile, options=options)
+    assert {item: results[item].status for item in mul["float32"]} == dict.fromkeys(mul["float32"], Status.PASS)
+    assert {item: results[item].status for item in mul["bfloat16"]} == dict.fromkeys(mul["bfloat16"], Status.MISMATCH)
+    shard0, partial = (WorkItem("dist", "dtensor.mul", v, "float32", "eager") for v in ("shard0", "partial"))
+    assert results[shard0].extra["output_placements"] == ["R", "S(0)"]  # a 0-dim sample stays replicated
+    assert results[partial].extra["output_placements"] == ["P(sum)"]
     # DTensor has no sharding rule for nonzero: its gap, named as such, not the backend's.
-    assert clean[nonzero].status is Status.UNSUPPORTED
-    assert clean[nonzero].extra["sharding_propagation"] == "failed"
-    faulty, _ = run(items, tmp_path, {"faults": [{"op": "aten.mul.Tensor", "kind": "scale", "value": 1.5}]},
-                    options=options)
-    assert {item: faulty[item].status for item in mul} == dict.fromkeys(mul, Status.MISMATCH)
-    assert faulty[nonzero].status is Status.UNSUPPORTED
+    nonzero = results[WorkItem("dist", "dtensor.nonzero", "replicate", "float32", "eager")]
+    assert nonzero.status is Status.UNSUPPORTED
+    assert nonzero.extra["sharding_propagation"] == "failed" and "sharding propagation failed" in nonzero.message
 
 
 def _alive(pid: int) -> bool:
@@ -165,3 +165,14 @@ def test_cli_run_stores_the_dist_suite_and_report_shows_it(tmp_path):
     assert statuses["streams.synchronize"] == "PASS"
     assert statuses["streams.event_timing"] == "UNSUPPORTED"
     assert (tmp_path / "j.xml").read_text().count("<testcase") == len(data["results"])
+
+
+def test_executor_ray_without_ray_is_one_input_error(monkeypatch):
+    from types import SimpleNamespace
+
+    from conformance.dist.suite import SUITE
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError, as where it is absent
+    config = RunConfig(backend="sim", device="sim", executor="ray", suite_options=DistOptions(world_size=2))
+    with pytest.raises(InputError, match=r"^--executor ray needs Ray: pip install 'neuron-check\[ray\]'\.$"):
+        SUITE.make_executor(config, SimpleNamespace(name="sim"))
