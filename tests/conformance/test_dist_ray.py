@@ -44,12 +44,12 @@ def _children() -> list[int]:
 def test_ray_worlds_give_the_local_statuses_and_leave_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     (tmp_path / "profile.json").write_text(json.dumps(PROFILE))
-    config = RunConfig(backend="sim", device="sim", timeout_s=4.0, executor="ray",
+    config = RunConfig(backend="sim", device="sim", timeout_s=8.0, executor="ray",
                        sim_profile=str(tmp_path / "profile.json"), suite_options=DistOptions(world_size=2))
     before = set(_children())
     results = []
     RayWorldExecutor(WorldSpec(2, ("sim", "sim"))).execute(list(EXPECTED), config, results.append)
-    assert {r.item: r.status for r in results} == EXPECTED
+    assert {r.item: r.status for r in results} == EXPECTED, [r.message for r in results]
     hung = next(r for r in results if r.status is Status.TIMEOUT)
     assert "rank(s) 1" in hung.message
     assert not ray.is_initialized()
