@@ -68,15 +68,31 @@ def _lower(gm: torch.fx.GraphModule, example_inputs) -> Callable:
             if profile.is_compile_unsupported_op(name):
                 raise CompileUnsupported(name)
 
+    stays_sim = _outputs_on_sim(gm)
+
     def run(args: list) -> list:
         sim_args = [_to_sim(a) for a in args]
         args.clear()  # boxed convention: the runner owns (and may free) its inputs
         with faults.in_compiled_graph():
             outs = _SimInterpreter(gm).run(*sim_args)
-        return [_to_inner(o) for o in outs]
+        return [o if keep else _to_inner(o) for o, keep in zip(outs, stays_sim)]
 
     run._boxed_call = True
     return run
+
+
+def _outputs_on_sim(gm: torch.fx.GraphModule) -> list[bool]:
+    """Per graph output: did the trace see a sim tensor there? Outputs computed from sim
+    tensors' CPU insides were traced as CPU tensors, and AOTAutograd wraps them back; a tensor
+    a factory made on sim (a cache a model allocates on first use) was traced as sim and must
+    leave the graph as one."""
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    found = []
+    for value in values:
+        meta = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+        found.append(isinstance(meta, torch.Tensor) and meta.device.type == DEVICE)
+    return found
 
 
 class _SimInterpreter(torch.fx.Interpreter):

@@ -60,7 +60,7 @@ class SimTensor(torch.Tensor):
             requires_grad=requires_grad,
             # An empty tensor still gets one element of (data-less) storage: dynamo fakes a
             # zero-byte storage by resizing it, which a Python-registered PrivateUse1 cannot do.
-            **({"storage_size": cpu.element_size()} if cpu.numel() == 0 else {}),
+            **({"storage_size": cpu.element_size()} if _known_empty(cpu) else {}),
         )
         r._cpu = cpu
         # Mirror the lazy conj/neg bits: the Conjugate/Negative fallbacks must run on the
@@ -116,6 +116,12 @@ class SimTensor(torch.Tensor):
     @staticmethod
     def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
         return SimTensor(inner_tensors["_cpu"])
+
+
+def _known_empty(t: torch.Tensor) -> bool:
+    """No elements, known without guessing (a traced size may be symbolic)."""
+    numel = t.numel()
+    return type(numel) is int and numel == 0
 
 
 def _holds_real_data(t: SimTensor) -> bool:
@@ -285,6 +291,10 @@ def _run(func, args, kwargs):
                 wrapped.append(orig)
                 continue
             if orig is not None and not isinstance(o, (list, tuple)):
+                if isinstance(orig, torch.Tensor) and isinstance(o, torch.Tensor) and o is not orig:
+                    # Tracing wrote into the CPU copy of a tensor a factory made on sim (a cache
+                    # allocated on first use): write it back, so the trace records the update.
+                    orig.copy_(o)
                 wrapped.append(orig)
                 continue
         wrapped.append(_wrap(o, func) if to_sim else o)

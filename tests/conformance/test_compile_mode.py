@@ -56,10 +56,24 @@ def test_nonzero_records_its_graph_break_and_reason(ctx):
     assert any("aten.nonzero.default" in reason for reason in result.compile["break_reasons"])
 
 
-def test_fullgraph_turns_the_graph_break_into_a_trace_failure(sim_device):
-    result = op(_ctx(fullgraph=True), "nonzero")
-    assert result.status is Status.ERROR
-    assert result.compile["phase"] == "trace" and result.message.startswith("trace: ")
+def test_fullgraph_turns_a_graph_break_into_a_trace_failure(sim_device):
+    from conformance.compiling.failures import TRACE
+    from conformance.compiling.watch import CompileWatch
+
+    def breaks(t):
+        y = t.sin()
+        print("dynamo cannot trace this")
+        return y.cos()
+
+    x = torch.randn(3).to("sim")
+    loose = CompileWatch("sim", CompileSettings())
+    with loose:
+        loose.compile(breaks)(x)
+    assert loose.facts().graph_breaks == 1 and any("print" in r for r in loose.facts().break_reasons)
+    strict = CompileWatch("sim", CompileSettings(fullgraph=True))
+    with pytest.raises(Exception) as failed, strict:
+        strict.compile(breaks)(x)
+    assert strict.failure_phase(failed.value) == TRACE
 
 
 def test_compile_fault_is_a_mismatch_in_compile_mode_only(ctx, use_profile):
@@ -127,6 +141,9 @@ def test_tiny_llama_compiles_passes_and_keeps_one_graph_for_a_second_batch(sim_d
     assert facts["graph_breaks"] == 0 and facts["graphs"] >= 1 and facts["compile_s"] > 0
     assert facts["second_batch_recompiles"] == 0
     assert "aten.mm.default" in facts["graph_ops"] or "aten.addmm.default" in facts["graph_ops"]
+    decoded = run_one(WorkItem("model", "llama", "generate", "float32", "compile"), ctx)
+    assert decoded.status is Status.PASS, decoded.message  # the compiled forward writes a static cache on sim
+    assert decoded.compile["graphs"] >= 1 and isinstance(decoded.compile["recompiles"], int)
 
 
 def test_report_ranks_break_reasons_by_subjects_and_escapes_them():
