@@ -14,6 +14,10 @@ same dtype (`ref`) and a float64 CPU oracle (`hi`):
 
 FP8 outputs are upcast to float32 and must be bit-exact unless the caller asks
 for an ULP bound (`fp8_ulp_distance`).
+
+With an oracle, every floating result also carries ulp statistics of device and CPU
+(`conformance.ulp`), and an otherwise passing result is a MISMATCH when the device's
+errors lean systematically where the CPU's do not (rule 5, `ulp.BiasRule`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+
+from conformance import ulp
 
 # (rtol, atol) of torch.testing.assert_close, by dtype.
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -55,6 +61,7 @@ class Comparison:
     max_rel_err: float | None = None
     err_ratio: float | None = None
     leaf: int | None = None  # index of the first failing output leaf
+    numerics: ulp.Numerics | None = None  # ulp statistics vs the float64 oracle, when one was given
 
     def merge(self, other: "Comparison") -> "Comparison":
         """Worst-of two comparisons: failures win, errors take the maximum."""
@@ -67,6 +74,7 @@ class Comparison:
             max_rel_err=_max(self.max_rel_err, other.max_rel_err),
             err_ratio=_max(self.err_ratio, other.err_ratio),
             leaf=first_fail.leaf if not first_fail.ok else None,
+            numerics=ulp.merge_numerics(self.numerics, other.numerics),
         )
 
 
@@ -75,7 +83,7 @@ def _max(a: float | None, b: float | None) -> float | None:
     return max(values) if values else None
 
 
-_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle")
+_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle", "bias")
 
 
 def _stronger(a: str, b: str) -> str:
@@ -140,7 +148,7 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
     dev = dev.detach().to("cpu")
     ref = ref.detach()
     if ref.dtype in FP8_DTYPES:
-        return _compare_fp8(dev, ref)
+        return _with_numerics(_compare_fp8(dev, ref), dev, ref, hi, exact=True)
     if not (ref.is_floating_point() or ref.is_complex()):
         equal = torch.equal(dev, ref)
         reason = "" if equal else _first_difference(dev, ref)
@@ -149,7 +157,27 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
         dev, ref = torch.view_as_real(dev.resolve_conj()), torch.view_as_real(ref.resolve_conj())
         if isinstance(hi, torch.Tensor) and hi.is_complex():
             hi = torch.view_as_real(hi.resolve_conj())
-    return _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
+    return _with_numerics(_compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact), dev, ref, hi, exact)
+
+
+def _with_numerics(result: Comparison, dev, ref, hi, exact: bool) -> Comparison:
+    """Attach ulp statistics (rule 5) and turn a PASS into a MISMATCH when the device leans."""
+    if result.rule == "structure" or not isinstance(hi, torch.Tensor) or hi.shape != ref.shape \
+            or ref.dtype not in ulp.rounding_dtypes() or ref.numel() == 0:
+        return result
+    result.numerics = ulp.Numerics.of(dev.double(), ref.double(), hi.detach().double(), ref.dtype)
+    reason = result.numerics.verdict() if result.ok and not exact else None
+    return dataclasses.replace(result, ok=False, rule="bias", reason=reason) if reason else result
+
+
+def oracle_numerics(ref: Any, hi: Any) -> ulp.Numerics | None:
+    """Statistics of an output the device reproduced bit for bit (measured once for both)."""
+    total = None
+    for r, h in zip(pytree.tree_leaves(ref), pytree.tree_leaves(hi)):
+        if isinstance(r, torch.Tensor) and isinstance(h, torch.Tensor) and r.shape == h.shape \
+                and r.layout == torch.strided and r.dtype in ulp.rounding_dtypes() and r.numel():
+            total = ulp.merge_numerics(total, ulp.Numerics.of(r.detach().double(), None, h.detach().double(), r.dtype))
+    return total
 
 
 def _compare_float(dev, ref, hi, *, rtol, atol, exact) -> Comparison:

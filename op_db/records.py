@@ -95,6 +95,8 @@ class Result:
     check: str | None = None
     divergence: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # ulp statistics vs the float64 oracle (conformance.ulp.Numerics.to_dict), {} when not measured
+    numerics: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

@@ -71,6 +71,8 @@ MIGRATIONS: tuple[Any, ...] = (
         PRIMARY KEY (run_id, op)
     );
     """,
+    # 2: ulp statistics of each result (DESIGN.md, Result.numerics)
+    "ALTER TABLE results ADD COLUMN numerics TEXT NOT NULL DEFAULT '{}'",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -39,7 +39,7 @@ RUN_FIELDS = (
     "status", "versions", "options",
 )
 
-_JSON_RESULT_FIELDS = {"aten_ops": dict, "fallback_ops": list, "extra": dict}
+_JSON_RESULT_FIELDS = {"aten_ops": dict, "fallback_ops": list, "extra": dict, "numerics": dict}
 
 
 def default_path() -> Path:

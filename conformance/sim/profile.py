@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,8 +20,11 @@ from typing import Any, Mapping
 
 from op_db.errors import InputError
 
-FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise")
+FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise", "truncate", "stochastic", "double_round")
+# Kinds that recompute the op one precision up and round the result into the output dtype.
+ROUNDING_KINDS = frozenset({"truncate", "stochastic", "double_round"})
 _VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,)}
+_OPTIONAL_VALUE_KINDS = {"stochastic": "a non-negative integer seed for the draws"}
 _TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults")
 _FAULT_KEYS = ("op", "dtype", "kind", "value")
 # An op pattern: dotted aten-style name made of identifier characters and `*` globs.
@@ -188,6 +192,13 @@ def _fault(index: int, entry: Any, where: str) -> Fault:
         if value is None or isinstance(value, bool) or not isinstance(value, ok):
             need = "a number" if kind != "raise" else "a message string"
             raise InputError(f"In {where}: {what} (kind {kind!r}) needs 'value' to be {need}.")
+        if kind in ("scale", "offset") and not math.isfinite(value):
+            raise InputError(f"In {where}: {what} (kind {kind!r}) needs a finite 'value', not {value!r}.")
+        if kind == "scale" and value == 0:
+            raise InputError(f"In {where}: {what} (kind 'scale') needs a non-zero 'value' (use kind 'offset' or 'nan' to wipe values).")
+    elif kind in _OPTIONAL_VALUE_KINDS:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InputError(f"In {where}: {what} (kind {kind!r}) takes as 'value' only {_OPTIONAL_VALUE_KINDS[kind]}, not {value!r}.")
     elif value is not None:
         raise InputError(f"In {where}: {what} (kind {kind!r}) takes no 'value'.")
     return Fault(op=op, kind=kind, dtype=dtype, value=value)

@@ -18,6 +18,7 @@ Column schema (documented in the README; `PARQUET_SCHEMA` is the truth):
 | claimed | bool (null) | the suite claims the dtype for the device |
 | check, divergence | string (null) | comparison applied; first divergent module |
 | extra | string | suite-specific facts as a JSON object |
+| numerics | string | ulp statistics vs the float64 oracle as a JSON object ({} when not measured) |
 
 The file's key-value metadata holds `neuron_check.run` (the run row as JSON)
 and `neuron_check.schema` ("1").
@@ -44,7 +45,7 @@ def parquet_schema():
         ("aten_ops", pa.list_(pa.struct([("op", text), ("count", pa.int64())]))),
         ("fallback_ops", pa.list_(text)),
         ("duration_s", real), ("claimed", pa.bool_()), ("check", text), ("divergence", text),
-        ("extra", text),
+        ("extra", text), ("numerics", text),
     ])
 
 
@@ -56,6 +57,7 @@ def parquet_rows(report: Report) -> list[dict[str, Any]]:
         row["aten_ops"] = [{"op": op, "count": int(n)} for op, n in sorted(r.aten_ops.items())]
         row["fallback_ops"] = list(r.fallback_ops)
         row["extra"] = json.dumps(r.extra, sort_keys=True, default=str)
+        row["numerics"] = json.dumps(r.numerics, sort_keys=True)
         row.update(run_id=run.get("id"), backend=run.get("backend"), device=run.get("device"),
                    simulated=report.simulated)
         rows.append(row)

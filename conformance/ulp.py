@@ -1,0 +1,344 @@
+"""Error statistics in ulps against the float64 oracle, and how a result was rounded.
+
+Pure functions over tensors (DESIGN.md, "The numerics rule", rule 5). For one output in a
+floating dtype (float32, bfloat16, float16, FP8) and its exact value `hi` (the float64
+oracle) this module measures, for the device and for the CPU alike:
+
+* the error of every element in ulps of the output dtype, at the oracle's magnitude
+  (subnormals have the fixed ulp of the smallest normal binade);
+* max and mean |error|, the mean signed error (bias) with its standard error, and the mean
+  error in the direction of the magnitude (negative for round-toward-zero whatever the sign);
+* the share of correctly rounded elements (equal to the nearest-even rounding of `hi`);
+* evidence for the rounding rule: on the elements where the rules disagree, which of
+  nearest-even, toward-zero and double rounding (via a wider narrow format) the value took,
+  and how often it went to the upper neighbour compared with the fractional position
+  (stochastic rounding goes up with exactly that probability).
+
+Statistics are sums, so samples and output leaves merge by addition (`UlpStats.merge`).
+Rounding into a narrow format is done here exactly in float64 (torch's float64 -> bfloat16
+cast rounds twice, via float32); the sim faults use the same functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+NEAREST_EVEN, TOWARD_ZERO, STOCHASTIC, DOUBLE_ROUNDING, UNKNOWN = (
+    "nearest-even", "toward-zero", "stochastic", "double-rounding", "unknown")
+ROUNDING_CLASSES = (NEAREST_EVEN, TOWARD_ZERO, STOCHASTIC, DOUBLE_ROUNDING, UNKNOWN)
+ROUNDING_WORDS = {
+    NEAREST_EVEN: "round-to-nearest-even", TOWARD_ZERO: "round-toward-zero",
+    STOCHASTIC: "stochastic rounding", DOUBLE_ROUNDING: "double rounding", UNKNOWN: "no known rounding rule",
+}
+# The wider narrow format a careless conversion passes through ("double rounding").
+DOUBLE_ROUNDING_VIA: dict[torch.dtype, torch.dtype] = {torch.bfloat16: torch.float16}
+for _name in ("float8_e4m3fn", "float8_e5m2"):
+    if hasattr(torch, _name):
+        DOUBLE_ROUNDING_VIA[getattr(torch, _name)] = torch.bfloat16
+
+# Rounding rules that are a MISMATCH where the CPU rounds to nearest-even (unless expected).
+FAULTY_ROUNDING = frozenset({TOWARD_ZERO, DOUBLE_ROUNDING})
+# Classification needs this many elements on which nearest-even and toward-zero disagree.
+MIN_EVIDENCE = 16
+RULE_SHARE = 0.9  # share of the deciding elements a deterministic rule must explain
+NEIGHBOUR_SHARE = 0.9  # share of inexact elements that must land on a neighbour of the exact value
+
+
+def rounding_dtypes() -> tuple[torch.dtype, ...]:
+    """The output dtypes this module measures."""
+    return (torch.float32, torch.bfloat16, torch.float16, *(d for d in DOUBLE_ROUNDING_VIA if d.itemsize == 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """Where exact values `hi` (float64) sit on the grid of a narrow dtype."""
+
+    sign: torch.Tensor
+    ulp: torch.Tensor
+    lower: torch.Tensor  # magnitude rounded toward zero
+    upper: torch.Tensor  # the next representable magnitude
+    frac: torch.Tensor  # position between them, in [0, 1)
+    odd: torch.Tensor  # the lower neighbour's last significand bit is 1
+
+
+def ulp(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The spacing of `dtype`'s values at the magnitude of each element of `hi` (float64)."""
+    info = torch.finfo(dtype)
+    _, exponent = torch.frexp(hi.abs())
+    binade = (exponent - 1).clamp_min(round(math.log2(info.smallest_normal)))
+    return info.eps * torch.exp2(binade.to(torch.float64))
+
+
+def grid(hi: torch.Tensor, dtype: torch.dtype) -> Grid:
+    hi = hi.to(torch.float64)
+    spacing = ulp(hi, dtype)
+    steps = hi.abs() / spacing  # exact: division by a power of two
+    whole = steps.floor()
+    lower = whole * spacing
+    return Grid(torch.sign(hi), spacing, lower, lower + spacing, steps - whole, torch.remainder(whole, 2) == 1)
+
+
+def round_nearest_even(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`hi` rounded once, to nearest with ties to even, onto `dtype`'s grid (in float64)."""
+    g = grid(hi, dtype)
+    up = (g.frac > 0.5) | ((g.frac == 0.5) & g.odd)
+    return _overflow(g.sign * torch.where(up, g.upper, g.lower), dtype)
+
+
+def round_toward_zero(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    g = grid(hi, dtype)
+    return g.sign * g.lower.clamp_max(torch.finfo(dtype).max)
+
+
+def round_stochastic(hi: torch.Tensor, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    """Up to the next magnitude with probability equal to the fractional position."""
+    g = grid(hi, dtype)
+    draws = torch.rand(hi.shape, generator=generator, dtype=torch.float64)
+    return _overflow(g.sign * torch.where(draws < g.frac, g.upper, g.lower), dtype)
+
+
+def round_double(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Nearest-even into the wider narrow format first (float16 for bfloat16), then into `dtype`."""
+    via = DOUBLE_ROUNDING_VIA.get(dtype)
+    first = round_nearest_even(hi, via) if via is not None else hi
+    return round_nearest_even(first, dtype)
+
+
+def _overflow(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    big = values.abs() > torch.finfo(dtype).max
+    return torch.where(big, torch.sign(values) * math.inf, values)
+
+
+# -- statistics ------------------------------------------------------------------------
+
+# Order of the per-leaf sums; `UlpStats` fields in the same order.
+_SUMS = ("n", "sum_abs", "sum_signed", "sum_magnitude", "sum_sq", "correct", "inexact", "neighbour",
+         "up", "expected_up", "up_variance", "tz_differ", "ne_hits", "tz_hits", "dr_differ", "dr_hits")
+
+
+@dataclasses.dataclass
+class UlpStats:
+    """Sufficient statistics of one value's errors in ulps (sums merge by addition)."""
+
+    n: int = 0
+    sum_abs: float = 0.0
+    sum_signed: float = 0.0
+    sum_magnitude: float = 0.0  # error times the sign of the exact value
+    sum_sq: float = 0.0
+    correct: int = 0
+    inexact: int = 0  # elements whose exact value is not representable
+    neighbour: int = 0  # inexact elements that landed on one of the two neighbours
+    up: int = 0  # ... on the upper (larger magnitude) one
+    expected_up: float = 0.0  # sum of fractional positions: stochastic rounding's expected `up`
+    up_variance: float = 0.0
+    tz_differ: int = 0  # inexact elements where nearest-even and toward-zero disagree
+    ne_hits: int = 0
+    tz_hits: int = 0
+    dr_differ: int = 0  # where double rounding and nearest-even disagree
+    dr_hits: int = 0
+    max_abs: float = 0.0
+
+    def merge(self, other: "UlpStats") -> "UlpStats":
+        sums = {name: getattr(self, name) + getattr(other, name) for name in _SUMS}
+        return UlpStats(**sums, max_abs=max(self.max_abs, other.max_abs))
+
+    @property
+    def mean_abs(self) -> float:
+        return self.sum_abs / self.n if self.n else 0.0
+
+    @property
+    def bias(self) -> float:
+        return self.sum_signed / self.n if self.n else 0.0
+
+    @property
+    def magnitude_bias(self) -> float:
+        return self.sum_magnitude / self.n if self.n else 0.0
+
+    def stderr(self, mean: float) -> float:
+        """Standard error of a mean error (signed or magnitude: both share the squares)."""
+        if self.n < 2:
+            return math.inf
+        variance = max(self.sum_sq / self.n - mean * mean, 0.0)
+        return math.sqrt(variance / (self.n - 1))
+
+    @property
+    def share_correct(self) -> float:
+        return self.correct / self.n if self.n else 0.0
+
+    def rounding(self) -> str | None:
+        """The rounding class, or None when too few elements can tell the rules apart."""
+        if self.tz_differ < MIN_EVIDENCE:
+            return None
+        if self.neighbour < NEIGHBOUR_SHARE * self.inexact:
+            return UNKNOWN  # errors beyond one ulp: not a question of rounding
+        if self.dr_differ >= MIN_EVIDENCE // 2 and self.dr_hits >= RULE_SHARE * self.dr_differ:
+            return DOUBLE_ROUNDING
+        if self.ne_hits >= RULE_SHARE * self.tz_differ and self.dr_hits <= self.dr_differ / 2:
+            return NEAREST_EVEN
+        if self.tz_hits >= RULE_SHARE * self.tz_differ:
+            return TOWARD_ZERO
+        spread = 4.0 * math.sqrt(self.up_variance) + 2.0
+        if abs(self.up - self.expected_up) <= spread and self.ne_hits < RULE_SHARE * self.tz_differ:
+            return STOCHASTIC
+        return UNKNOWN
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON form stored in Result.numerics (rounded for people, not for sums)."""
+        return {
+            "elements": self.n,
+            "max_ulp": _round(self.max_abs), "mean_ulp": _round(self.mean_abs),
+            "bias": _round(self.bias), "bias_stderr": _round(self.stderr(self.bias)),
+            "magnitude_bias": _round(self.magnitude_bias),
+            "magnitude_bias_stderr": _round(self.stderr(self.magnitude_bias)),
+            "share_correct": _round(self.share_correct),
+            "rounding": self.rounding(),
+        }
+
+
+def _round(value: float) -> float | None:
+    return round(value, 4) if math.isfinite(value) else None
+
+
+def leaf_stats(values: list[torch.Tensor], hi: torch.Tensor, dtype: torch.dtype) -> list[UlpStats]:
+    """Statistics of each of `values` (float64 copies of outputs in `dtype`) against `hi`.
+
+    The oracle's grid is computed once and shared; elements where any value or the oracle is
+    not finite, or the oracle lies beyond `dtype`'s range, are left out.
+    """
+    hi = hi.to(torch.float64).reshape(-1)
+    flat = [v.to(torch.float64).reshape(-1) for v in values]
+    keep = hi.isfinite() & (hi.abs() <= torch.finfo(dtype).max)
+    for v in flat:
+        keep &= v.isfinite()
+    if not bool(keep.all()):
+        hi, flat = hi[keep], [v[keep] for v in flat]
+    if hi.numel() == 0:
+        return [UlpStats() for _ in values]
+    g = grid(hi, dtype)
+    nearest = g.sign * torch.where((g.frac > 0.5) | ((g.frac == 0.5) & g.odd), g.upper, g.lower)
+    toward_zero = g.sign * g.lower
+    inexact = g.frac != 0
+    tz_differ = inexact & (nearest != toward_zero)
+    double = round_double(hi, dtype) if dtype in DOUBLE_ROUNDING_VIA else nearest
+    dr_differ = inexact & (double != nearest)
+    upper = g.sign * g.upper
+    frac = torch.where(inexact, g.frac, 0.0)
+    expected_up, up_variance = float(frac.sum()), float((frac * (1 - frac)).sum())
+    stats = []
+    for v in flat:
+        err = (v - hi) / g.ulp
+        is_up = inexact & (v == upper)
+        sums = torch.stack([
+            err.abs(), err, err * g.sign, err * err,
+            (v == nearest).double(), inexact.double(), (inexact & ((v == toward_zero) | is_up)).double(),
+            is_up.double(), tz_differ.double(), (tz_differ & (v == nearest)).double(),
+            (tz_differ & (v == toward_zero)).double(), dr_differ.double(), (dr_differ & (v == double)).double(),
+        ]).sum(dim=1).tolist()
+        real, counts = sums[:4], [int(round(c)) for c in sums[4:]]
+        stats.append(UlpStats(
+            int(hi.numel()), *real, *counts[:4], expected_up, up_variance, *counts[4:],
+            max_abs=float(err.abs().max()),
+        ))
+    return stats
+
+
+# -- the bias rule -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BiasRule:
+    """When a lean of the device's errors is a MISMATCH (DESIGN.md, rule 5).
+
+    Only where the CPU itself rounds (nearly) correctly: then the exact result is what both
+    should round, and a mean error away from 0 is the device's doing. Reductions whose CPU
+    result is itself several ulps off (accumulation order) are left to the error-ratio rule.
+    float32's threshold is a whole ulp: libm-grade functions (1-2 ulp) may lean legitimately.
+    """
+
+    threshold_ulp: float = 0.25
+    min_z: float = 6.0
+    min_elements: int = 64
+    cpu_share_correct: float = 0.75
+    cpu_fraction: float = 0.25  # the CPU's |bias| at most this share of the device's
+
+
+BIAS_RULES: dict[torch.dtype, BiasRule] = {torch.float32: BiasRule(threshold_ulp=1.0)}
+DEFAULT_BIAS_RULE = BiasRule()
+
+
+@dataclasses.dataclass
+class Numerics:
+    """Device and CPU statistics of one result (any number of samples and output leaves)."""
+
+    dtype: str
+    device: UlpStats
+    cpu: UlpStats
+
+    @classmethod
+    def of(cls, dev: torch.Tensor, ref: torch.Tensor | None, hi: torch.Tensor, dtype: torch.dtype) -> "Numerics":
+        """`ref=None`: the device's values are the CPU's (bit for bit); measured once."""
+        if ref is None:
+            (stats,) = leaf_stats([dev], hi, dtype)
+            return cls(str(dtype).removeprefix("torch."), stats, stats)
+        dev_stats, cpu_stats = leaf_stats([dev, ref], hi, dtype)
+        return cls(str(dtype).removeprefix("torch."), dev_stats, cpu_stats)
+
+    def merge(self, other: "Numerics | None") -> "Numerics":
+        if other is None:
+            return self
+        return Numerics(self.dtype, self.device.merge(other.device), self.cpu.merge(other.cpu))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, **self.device.summary(), "cpu": self.cpu.summary()}
+
+    def rounding_observable(self) -> bool:
+        """The CPU rounds the exact result to nearest-even: the op's rounding can be judged."""
+        return self.cpu.rounding() == NEAREST_EVEN
+
+    def verdict(self, expect_rounding: str | None = None) -> str | None:
+        """Why the statistics make this result a MISMATCH, or None.
+
+        Where the CPU rounds to nearest-even, the device's rounding is judged too: it must be
+        `expect_rounding` when given, else not toward-zero nor double rounding (stochastic
+        rounding is unbiased and allowed).
+        """
+        rounding = self.device.rounding()
+        judged = rounding is not None and self.rounding_observable()
+        if expect_rounding is not None and judged:
+            if rounding == expect_rounding:
+                return None  # the expected rule explains any lean it has
+            return (f"rounding looks like {ROUNDING_WORDS[rounding]}, not the expected {expect_rounding} "
+                    f"({self.device.tz_differ:,} deciding elements of {self.device.n:,})")
+        reason = self.bias_reason()
+        if reason or not judged or rounding not in FAULTY_ROUNDING:
+            return reason
+        return (f"rounding looks like {ROUNDING_WORDS[rounding]} where the CPU rounds to nearest even "
+                f"({self.device.tz_differ:,} deciding elements of {self.device.n:,})")
+
+    def bias_reason(self) -> str | None:
+        rule = BIAS_RULES.get(getattr(torch, self.dtype, None), DEFAULT_BIAS_RULE)
+        dev, cpu = self.device, self.cpu
+        if dev.n < rule.min_elements or cpu.share_correct < rule.cpu_share_correct:
+            return None
+        leans = [(dev.bias, cpu.bias, ""), (dev.magnitude_bias, cpu.magnitude_bias, " in magnitude")]
+        found = [(d, c, words) for d, c, words in leans
+                 if abs(d) > rule.threshold_ulp and abs(d) > rule.min_z * dev.stderr(d)
+                 and abs(c) <= rule.cpu_fraction * abs(d)]
+        if not found:
+            return None
+        bias, cpu_bias, words = max(found, key=lambda lean: abs(lean[0]))
+        if words:
+            words = " toward zero" if bias < 0 else " away from zero"
+        reason = f"systematic bias {bias:+.2f} ulp{words} over {dev.n:,} elements (CPU {cpu_bias:+.2f})"
+        rounding = dev.rounding()
+        if rounding not in (None, NEAREST_EVEN, UNKNOWN):
+            reason += f"; rounding looks like {ROUNDING_WORDS[rounding]}"
+        return reason
+
+
+def merge_numerics(a: Numerics | None, b: Numerics | None) -> Numerics | None:
+    return b if a is None else a.merge(b)
