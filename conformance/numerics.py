@@ -113,8 +113,12 @@ def compare(
     rtol: float | None = None,
     atol: float | None = None,
     exact: bool = False,
+    bias_rule: bool = True,
 ) -> Comparison:
-    """Judge `dev` (any device) against CPU `ref` and optional float64 oracle `hi`."""
+    """Judge `dev` (any device) against CPU `ref` and optional float64 oracle `hi`.
+
+    `bias_rule=False` measures ulp statistics without judging them: for a caller that judges
+    them over many samples itself (OpInfo with an expected rounding)."""
     dev_leaves, dev_spec = pytree.tree_flatten(dev)
     ref_leaves, ref_spec = pytree.tree_flatten(ref)
     if dev_spec != ref_spec:
@@ -124,7 +128,7 @@ def compare(
         hi_leaves = [None] * len(ref_leaves)
     total = Comparison(True, "exact")
     for index, (d, r, h) in enumerate(zip(dev_leaves, ref_leaves, hi_leaves)):
-        result = compare_leaf(d, r, h, rtol=rtol, atol=atol, exact=exact)
+        result = compare_leaf(d, r, h, rtol=rtol, atol=atol, exact=exact, bias_rule=bias_rule)
         if not result.ok:
             result.leaf = index
             if len(ref_leaves) > 1:
@@ -133,7 +137,7 @@ def compare(
     return total
 
 
-def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, exact=False) -> Comparison:
+def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, exact=False, bias_rule=True) -> Comparison:
     if not isinstance(ref, torch.Tensor):
         return _compare_scalar(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
     if not isinstance(dev, torch.Tensor):
@@ -148,7 +152,7 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
     dev = dev.detach().to("cpu")
     ref = ref.detach()
     if ref.dtype in FP8_DTYPES:
-        return _with_numerics(_compare_fp8(dev, ref), dev, ref, hi, exact=True)
+        return _with_numerics(_compare_fp8(dev, ref), dev, ref, hi, judge=False)
     if not (ref.is_floating_point() or ref.is_complex()):
         equal = torch.equal(dev, ref)
         reason = "" if equal else _first_difference(dev, ref)
@@ -157,16 +161,17 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
         dev, ref = torch.view_as_real(dev.resolve_conj()), torch.view_as_real(ref.resolve_conj())
         if isinstance(hi, torch.Tensor) and hi.is_complex():
             hi = torch.view_as_real(hi.resolve_conj())
-    return _with_numerics(_compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact), dev, ref, hi, exact)
+    result = _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
+    return _with_numerics(result, dev, ref, hi, judge=bias_rule and not exact)
 
 
-def _with_numerics(result: Comparison, dev, ref, hi, exact: bool) -> Comparison:
+def _with_numerics(result: Comparison, dev, ref, hi, judge: bool) -> Comparison:
     """Attach ulp statistics (rule 5) and turn a PASS into a MISMATCH when the device leans."""
     if result.rule == "structure" or not isinstance(hi, torch.Tensor) or hi.shape != ref.shape \
             or ref.dtype not in ulp.rounding_dtypes() or ref.numel() == 0:
         return result
     result.numerics = ulp.Numerics.of(dev.double(), ref.double(), hi.detach().double(), ref.dtype)
-    reason = result.numerics.verdict() if result.ok and not exact else None
+    reason = result.numerics.verdict() if result.ok and judge else None
     return dataclasses.replace(result, ok=False, rule="bias", reason=reason) if reason else result
 
 

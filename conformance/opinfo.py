@@ -102,6 +102,7 @@ class _ItemRun:
         self.total: Comparison | None = None
         self.checks: set[str] = set()
         self.device_fn = self._device_fn()
+        self.expect_rounding: str | None = ctx.config.options.get("expect_rounding")
 
     # -- the item --------------------------------------------------------------
 
@@ -156,7 +157,7 @@ class _ItemRun:
         total = self.total
         if status in (Status.PASS, Status.FALLBACK) and total is not None and total.numerics is not None:
             # Rule 5 over all samples together: a lean too small to see in one sample shows in all.
-            reason = total.numerics.verdict(self.ctx.config.options.get("expect_rounding"))
+            reason = total.numerics.verdict(self.expect_rounding)
             if reason:
                 status, message = Status.MISMATCH, reason
         extra: dict[str, Any] = {"op_time_s": round(self.op_time, 6)}
@@ -332,7 +333,7 @@ class _ItemRun:
             if chk.identical(dev := chk.plain_sizes(dev), ref := chk.plain_sizes(ref)):  # the common case on a good backend, at a fraction of the cost
                 result = Comparison(True, "exact", "", 0.0, 0.0, numerics=oracle_numerics(ref, hi) if hi is not None else None)
             else:
-                result = compare(dev, ref, hi, rtol=self.rtol, atol=self.atol)
+                result = compare(dev, ref, hi, rtol=self.rtol, atol=self.atol, bias_rule=self.expect_rounding is None)
             if not result.ok and hi is None and hi_sample is not None and result.rule != "structure":
                 result = compare(dev, ref, self._oracle(hi_sample, cotangents), rtol=self.rtol, atol=self.atol)
             if not result.ok and (self.kind == "random" or self._cpu_is_random(index, ref)):

@@ -27,9 +27,9 @@ from typing import Any
 
 import torch
 
-NEAREST_EVEN, TOWARD_ZERO, STOCHASTIC, DOUBLE_ROUNDING, UNKNOWN = (
-    "nearest-even", "toward-zero", "stochastic", "double-rounding", "unknown")
-ROUNDING_CLASSES = (NEAREST_EVEN, TOWARD_ZERO, STOCHASTIC, DOUBLE_ROUNDING, UNKNOWN)
+from op_db.records import ROUNDING_CLASSES
+
+NEAREST_EVEN, TOWARD_ZERO, STOCHASTIC, DOUBLE_ROUNDING, UNKNOWN = ROUNDING_CLASSES
 ROUNDING_WORDS = {
     NEAREST_EVEN: "round-to-nearest-even", TOWARD_ZERO: "round-toward-zero",
     STOCHASTIC: "stochastic rounding", DOUBLE_ROUNDING: "double rounding", UNKNOWN: "no known rounding rule",

@@ -122,6 +122,20 @@ class Result:
 
 RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(Result))
 
+# How a device rounds into an output dtype (Result.numerics["rounding"], conformance.ulp).
+ROUNDING_CLASSES = ("nearest-even", "toward-zero", "stochastic", "double-rounding", "unknown")
+EXPECTABLE_ROUNDING = ROUNDING_CLASSES[:-1]
+
+
+def parse_rounding(text: str) -> str:
+    """A rounding class a user may expect (`--expect-rounding`), or InputError naming them all."""
+    from op_db.errors import InputError
+
+    name = text.strip().lower().replace("_", "-")
+    if name not in EXPECTABLE_ROUNDING:
+        raise InputError(f"unknown rounding class {text!r}; known classes: {', '.join(EXPECTABLE_ROUNDING)}.")
+    return name
+
 MESSAGE_LIMIT = 2000
 
 

@@ -27,10 +27,13 @@ SUITE = "opinfo"
 @click.option("--shard", default=None, help="Run only shard K of N (K/N); shards split the plan deterministically.")
 @click.option("--max-samples", type=click.IntRange(min=1), default=None, help="At most N samples per item.")
 @click.option("--reference-inputs", is_flag=True, help="Use OpInfo's larger reference_inputs instead of sample_inputs.")
+@click.option("--expect-rounding", default=None, metavar="CLASS",
+              help="The rounding the device must show where the CPU rounds to nearest even: nearest-even, "
+              "toward-zero, stochastic or double-rounding. Default: anything but toward-zero and double-rounding.")
 @engine_options(default_timeout=120.0)
 @executor_options
 def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, compile_backend, shard, max_samples,
-            reference_inputs, jobs, timeout_s, seed, resume, junit_path, fail_on, strict_fallback, run_group,
+            reference_inputs, expect_rounding, jobs, timeout_s, seed, resume, junit_path, fail_on, strict_fallback, run_group,
             executor, ray_address) -> int:
     """Run OpInfo ops on a device and compare every sample with CPU.
 
@@ -40,6 +43,10 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
     neuron-check ops --resume 12
     """
     import os
+
+    from op_db.records import parse_rounding
+
+    expect_rounding = parse_rounding(expect_rounding) if expect_rounding is not None else None
 
     from conformance.engine import prestart_workers
     from porting_cli.options import executor_settings
@@ -66,13 +73,14 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
         adapter, device_string = resolve_device(device, sim_profile)
         saved = {"suite": SUITE, **plan_options.to_dict(), "max_samples": max_samples,
                  "reference_inputs": reference_inputs, "seed": seed, "compile_backend": compile_backend,
-                 "run_group": run_group}
+                 "run_group": run_group, "expect_rounding": expect_rounding}
 
     config = RunConfig(backend=adapter.name, device=device_string, mode=plan_options.mode,
                        compile_backend=saved.get("compile_backend"), jobs=jobs, timeout_s=timeout_s,
                        seed=saved.get("seed", 0), max_samples=saved.get("max_samples"),
                        reference_inputs=bool(saved.get("reference_inputs")),
                        sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None,
+                       options={"expect_rounding": saved.get("expect_rounding")},
                        **executor_settings(executor, ray_address))
     items = plan(plan_options, adapter.device_type)
     if resume is not None:
