@@ -68,8 +68,10 @@ class Grid:
 def ulp(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The spacing of `dtype`'s values at the magnitude of each element of `hi` (float64)."""
     info = torch.finfo(dtype)
-    _, exponent = torch.frexp(hi.abs())
-    binade = (exponent - 1).clamp_min(round(math.log2(info.smallest_normal)))
+    magnitude = hi.abs()
+    _, exponent = torch.frexp(magnitude)
+    lowest = round(math.log2(info.smallest_normal))
+    binade = torch.where(magnitude == 0, lowest, (exponent - 1).clamp_min(lowest))  # frexp(0) has exponent 0
     return info.eps * torch.exp2(binade.to(torch.float64))
 
 
