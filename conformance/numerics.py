@@ -247,9 +247,10 @@ def _compare_fp8(dev: torch.Tensor, ref: torch.Tensor) -> Comparison:
     if torch.equal(dev_bits, ref_bits):
         return Comparison(True, "exact", "", max_abs, max_rel)
     where = _first_index(dev_bits != ref_bits)
+    at = int((dev_bits != ref_bits).reshape(-1).nonzero()[0, 0])  # `where` is a tuple for 2-d and up
     flat_d, flat_r = dev_bits.reshape(-1), ref_bits.reshape(-1)
-    reason = (f"FP8 bits differ at index {where}: device 0x{int(flat_d[where]):02x} ({float(dev.reshape(-1)[where].float())}), "
-              f"CPU 0x{int(flat_r[where]):02x} ({float(ref.reshape(-1)[where].float())})")
+    reason = (f"FP8 bits differ at index {where}: device 0x{int(flat_d[at]):02x} ({float(dev.reshape(-1)[at].float())}), "
+              f"CPU 0x{int(flat_r[at]):02x} ({float(ref.reshape(-1)[at].float())})")
     return Comparison(False, "exact", reason, max_abs, max_rel)
 
 

@@ -263,3 +263,14 @@ def test_fault_free_sweep_has_no_mismatch_and_every_pass_carries_max_ulp(sim_ctx
     passed = [r for r in results if r.status is Status.PASS]
     assert len(passed) >= len(COMMON_OPS) - 2
     assert all(r.numerics.get("max_ulp") is not None for r in passed), [r.subject for r in passed if not r.numerics]
+
+
+def test_fp8_results_carry_statistics_and_a_2d_difference_is_described():
+    gen = torch.Generator().manual_seed(4)
+    hi = torch.randn(16, 64, generator=gen, dtype=torch.float64)
+    ref = ulp.round_nearest_even(hi, torch.float8_e4m3fn).to(torch.float8_e4m3fn)
+    dev = ulp.round_toward_zero(hi, torch.float8_e4m3fn).to(torch.float8_e4m3fn)
+    result = compare(dev, ref, hi)
+    assert not result.ok and result.reason.startswith("FP8 bits differ at index (")
+    assert result.numerics.to_dict()["rounding"] == ulp.TOWARD_ZERO
+    assert compare(ref.clone(), ref, hi).numerics.to_dict()["share_correct"] == 1.0
