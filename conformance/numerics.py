@@ -175,13 +175,27 @@ def _with_numerics(result: Comparison, dev, ref, hi, judge: bool) -> Comparison:
     return dataclasses.replace(result, ok=False, rule="bias", reason=reason) if reason else result
 
 
-def oracle_numerics(ref: Any, hi: Any) -> ulp.Numerics | None:
-    """Statistics of an output the device reproduced bit for bit (measured once for both)."""
-    total = None
+OracleLeaf = tuple  # (values: float64 tensor, hi: float64 tensor, dtype)
+
+
+def oracle_leaves(ref: Any, hi: Any) -> list[OracleLeaf]:
+    """The measurable leaves of an output the device reproduced bit for bit, to be measured
+    later in one go (`numerics_of_leaves`): the statistics are the CPU's for both."""
+    leaves = []
     for r, h in zip(pytree.tree_leaves(ref), pytree.tree_leaves(hi)):
         if isinstance(r, torch.Tensor) and isinstance(h, torch.Tensor) and r.shape == h.shape \
                 and r.layout == torch.strided and r.dtype in ulp.rounding_dtypes() and r.numel():
-            total = ulp.merge_numerics(total, ulp.Numerics.of(r.detach().double(), None, h.detach().double(), r.dtype))
+            leaves.append((r.detach().reshape(-1), h.detach().reshape(-1), r.dtype))  # widened once, pooled
+    return leaves
+
+
+def numerics_of_leaves(leaves: list[OracleLeaf]) -> ulp.Numerics | None:
+    """Statistics of many bit-identical outputs, one vectorised pass per dtype."""
+    total = None
+    for dtype in dict.fromkeys(leaf[2] for leaf in leaves):
+        values = torch.cat([v for v, _, d in leaves if d == dtype]).double()
+        hi = torch.cat([h.double() for _, h, d in leaves if d == dtype])
+        total = ulp.merge_numerics(total, ulp.Numerics.of(values, None, hi, dtype))
     return total
 
 

@@ -55,54 +55,39 @@ def rounding_dtypes() -> tuple[torch.dtype, ...]:
     return (torch.float32, torch.bfloat16, torch.float16, *(d for d in DOUBLE_ROUNDING_VIA if d.itemsize == 1))
 
 
-@dataclasses.dataclass(frozen=True)
-class Grid:
-    """Where exact values `hi` (float64) sit on the grid of a narrow dtype."""
-
-    sign: torch.Tensor
-    ulp: torch.Tensor
-    lower: torch.Tensor  # magnitude rounded toward zero
-    upper: torch.Tensor  # the next representable magnitude
-    frac: torch.Tensor  # position between them, in [0, 1)
-    odd: torch.Tensor  # the lower neighbour's last significand bit is 1
-
-
 def ulp(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The spacing of `dtype`'s values at the magnitude of each element of `hi` (float64)."""
     info = torch.finfo(dtype)
-    magnitude = hi.abs()
-    _, exponent = torch.frexp(magnitude)
-    lowest = round(math.log2(info.smallest_normal))
-    binade = torch.where(magnitude == 0, lowest, (exponent - 1).clamp_min(lowest))  # frexp(0) has exponent 0
-    return info.eps * torch.exp2(binade.to(torch.float64))
+    # Below the smallest normal (zero included) the spacing is that of the lowest binade.
+    _, exponent = torch.frexp(hi.abs().clamp_min(info.smallest_normal))
+    return info.eps * torch.exp2((exponent - 1).to(torch.float64))
 
 
-def grid(hi: torch.Tensor, dtype: torch.dtype) -> Grid:
-    hi = hi.to(torch.float64)
-    spacing = ulp(hi, dtype)
-    steps = hi.abs() / spacing  # exact: division by a power of two
-    whole = steps.floor()
-    lower = whole * spacing
-    return Grid(torch.sign(hi), spacing, lower, lower + spacing, steps - whole, torch.remainder(whole, 2) == 1)
+# In steps of the ulp at `hi` (exact: a division by a power of two) nearest-even is `round`
+# (ties to even) and toward-zero is `trunc`; a result that reaches the next binade up is
+# still a multiple of the finer spacing, so the products below are representable.
 
 
 def round_nearest_even(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """`hi` rounded once, to nearest with ties to even, onto `dtype`'s grid (in float64)."""
-    g = grid(hi, dtype)
-    up = (g.frac > 0.5) | ((g.frac == 0.5) & g.odd)
-    return _overflow(g.sign * torch.where(up, g.upper, g.lower), dtype)
+    """`hi` (float64) rounded once, to nearest with ties to even, onto `dtype`'s grid."""
+    spacing = ulp(hi, dtype)
+    return _overflow(torch.round(hi / spacing) * spacing, dtype)
 
 
 def round_toward_zero(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    g = grid(hi, dtype)
-    return g.sign * g.lower.clamp_max(torch.finfo(dtype).max)
+    spacing = ulp(hi, dtype)
+    limit = torch.finfo(dtype).max
+    return (torch.trunc(hi / spacing) * spacing).clamp(-limit, limit)
 
 
 def round_stochastic(hi: torch.Tensor, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
-    """Up to the next magnitude with probability equal to the fractional position."""
-    g = grid(hi, dtype)
+    """Away from zero to the next value with probability equal to the fractional position."""
+    spacing = ulp(hi, dtype)
+    steps = hi / spacing
+    toward_zero = torch.trunc(steps)
     draws = torch.rand(hi.shape, generator=generator, dtype=torch.float64)
-    return _overflow(g.sign * torch.where(draws < g.frac, g.upper, g.lower), dtype)
+    away = draws < (steps - toward_zero).abs()
+    return _overflow((toward_zero + torch.sign(steps) * away) * spacing, dtype)
 
 
 def round_double(hi: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -211,8 +196,10 @@ def _round(value: float) -> float | None:
 def leaf_stats(values: list[torch.Tensor], hi: torch.Tensor, dtype: torch.dtype) -> list[UlpStats]:
     """Statistics of each of `values` (float64 copies of outputs in `dtype`) against `hi`.
 
-    The oracle's grid is computed once and shared; elements where any value or the oracle is
-    not finite, or the oracle lies beyond `dtype`'s range, are left out.
+    Hot path (every OpInfo sample): a few dozen vectorised ops, one sync per value. Values
+    are measured in steps of the oracle's ulp, where nearest-even is `round` (ties to even),
+    toward-zero is `trunc` and the neighbours are integers. Elements where any value or the
+    oracle is not finite, or the oracle lies beyond `dtype`'s range, are left out.
     """
     hi = hi.to(torch.float64).reshape(-1)
     flat = [v.to(torch.float64).reshape(-1) for v in values]
@@ -223,30 +210,38 @@ def leaf_stats(values: list[torch.Tensor], hi: torch.Tensor, dtype: torch.dtype)
         hi, flat = hi[keep], [v[keep] for v in flat]
     if hi.numel() == 0:
         return [UlpStats() for _ in values]
-    g = grid(hi, dtype)
-    nearest = g.sign * torch.where((g.frac > 0.5) | ((g.frac == 0.5) & g.odd), g.upper, g.lower)
-    toward_zero = g.sign * g.lower
-    inexact = g.frac != 0
-    tz_differ = inexact & (nearest != toward_zero)
-    double = round_double(hi, dtype) if dtype in DOUBLE_ROUNDING_VIA else nearest
-    dr_differ = inexact & (double != nearest)
-    upper = g.sign * g.upper
-    frac = torch.where(inexact, g.frac, 0.0)
-    expected_up, up_variance = float(frac.sum()), float((frac * (1 - frac)).sum())
+    spacing = ulp(hi, dtype)
+    steps = hi / spacing  # exact: division by a power of two
+    sign = torch.sign(steps)
+    nearest, toward_zero = torch.round(steps), torch.trunc(steps)
+    upper = toward_zero + sign
+    frac = (steps - toward_zero).abs()
+    inexact = frac != 0
+    tz_differ = nearest != toward_zero  # implies inexact
+    via = DOUBLE_ROUNDING_VIA.get(dtype)
+    if via is not None:
+        double = torch.round(round_nearest_even(hi, via) / spacing)
+        dr_differ = double != nearest
+    else:
+        double, dr_differ = nearest, torch.zeros_like(inexact)
+    shared = torch.stack([inexact, tz_differ, dr_differ]).sum(dim=1).tolist()
+    expected_up, up_variance = torch.stack([frac.sum(), (frac * (1 - frac)).sum()]).tolist()
     stats = []
     for v in flat:
-        err = (v - hi) / g.ulp
-        is_up = inexact & (v == upper)
-        sums = torch.stack([
-            err.abs(), err, err * g.sign, err * err,
-            (v == nearest).double(), inexact.double(), (inexact & ((v == toward_zero) | is_up)).double(),
-            is_up.double(), tz_differ.double(), (tz_differ & (v == nearest)).double(),
-            (tz_differ & (v == toward_zero)).double(), dr_differ.double(), (dr_differ & (v == double)).double(),
+        v_steps = v / spacing
+        err = v_steps - steps
+        is_up = inexact & (v_steps == upper)
+        counts = torch.stack([
+            v_steps == nearest, inexact & ((v_steps == toward_zero) | is_up), is_up,
+            tz_differ & (v_steps == nearest), tz_differ & (v_steps == toward_zero), dr_differ & (v_steps == double),
         ]).sum(dim=1).tolist()
-        real, counts = sums[:4], [int(round(c)) for c in sums[4:]]
+        abs_err = err.abs()
+        reals = torch.stack([abs_err.sum(), err.sum(), (err * sign).sum(), (err * err).sum(), abs_err.max()]).tolist()
+        correct, neighbour, up, ne_hits, tz_hits, dr_hits = counts
+        inexact_n, tz_n, dr_n = shared
         stats.append(UlpStats(
-            int(hi.numel()), *real, *counts[:4], expected_up, up_variance, *counts[4:],
-            max_abs=float(err.abs().max()),
+            int(hi.numel()), *reals[:4], correct, inexact_n, neighbour, up, expected_up, up_variance,
+            tz_n, ne_hits, tz_hits, dr_n, dr_hits, max_abs=reals[4],
         ))
     return stats
 
