@@ -12,8 +12,8 @@ switched off in this process only) for comparison. FP8 (e4m3fn, e5m2) has no OpI
 on the CPU: its row applies the numerics rule directly to FP8 results of the same ops on
 random FP8 inputs (CPU = nearest-even of the exact result, device = nearest-even of the scaled
 exact result). Then `truncate` on every element-wise op of TRUNCATION_OPS in bf16 and fp16,
-and the false alarms: MISMATCH on fault-free sim, and MISMATCH from rule 5 with
-`--device cpu --mode compile` (Inductor against eager CPU) over the same ops.
+and the false alarms: MISMATCH on fault-free sim over all those ops, and MISMATCH from rule 5
+with `--device cpu --mode compile` (Inductor against eager CPU) over OPS.
 Targets: a bf16 bias of 0.5% caught on element-wise ops; truncation caught on every
 element-wise op whose results are not all exact; 0 false alarms.
 """
@@ -43,6 +43,7 @@ FP8_SCALES = [1.001, 1.002, 1.005, 1.01, 1.02, 1.05, 1.1, 1.2]
 TRUNCATION_OPS = ["add", "sub", "mul", "div.no_rounding_mode", "exp", "log", "sin", "cos", "tanh", "sigmoid",
                   "sqrt", "rsqrt", "reciprocal", "pow", "nn.functional.gelu", "nn.functional.silu", "lerp",
                   "addcmul", "addcdiv", "hypot", "atan2", "erf", "log1p", "expm1"]
+COMPILE_SAMPLES = 6
 ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 
@@ -150,15 +151,16 @@ def main() -> int:
                   if run_item(ctx, op, d, []).status is Status.MISMATCH]
     print(f"fault-free sim, {len(plain) * len(ops + TRUNCATION_OPS)} items: {len(sim_alarms)} MISMATCH {sim_alarms}")
     if not args.no_compile:
-        cctx = init_worker(RunConfig(backend="cpu", device="cpu", mode="compile"))
+        # Every sample shape compiles afresh: a few samples per item keep this to minutes.
+        cctx = init_worker(RunConfig(backend="cpu", device="cpu", mode="compile", max_samples=COMPILE_SAMPLES))
         alarms, other = [], []
         for d in plain:
-            for op in ops + TRUNCATION_OPS:
+            for op in ops:
                 result = run_item(cctx, op, d, [], mode="compile")
                 if result.status is Status.MISMATCH:
                     rule5 = result.message and ("systematic bias" in result.message or "rounding looks like" in result.message)
                     (alarms if rule5 else other).append(f"{op}/{d}: {result.message[:80]}")
-        print(f"cpu compile (Inductor), {len(plain) * len(ops + TRUNCATION_OPS)} items: {len(alarms)} MISMATCH from rule 5 {alarms}")
+        print(f"cpu compile (Inductor, <= {COMPILE_SAMPLES} samples per item), {len(plain) * len(ops)} items: {len(alarms)} MISMATCH from rule 5 {alarms}")
         print(f"  MISMATCH from the other rules (not rule 5's doing): {len(other)} {other}")
     print(f"\nwall {time.perf_counter() - started:.0f} s")
     return 0

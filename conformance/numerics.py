@@ -183,6 +183,8 @@ def oracle_leaves(ref: Any, hi: Any) -> list[OracleLeaf]:
     later in one go (`numerics_of_leaves`): the statistics are the CPU's for both."""
     leaves = []
     for r, h in zip(pytree.tree_leaves(ref), pytree.tree_leaves(hi)):
+        if isinstance(r, torch.Tensor) and r.is_complex() and isinstance(h, torch.Tensor) and h.is_complex():
+            r, h = torch.view_as_real(r.resolve_conj()), torch.view_as_real(h.resolve_conj())  # as compare does
         if isinstance(r, torch.Tensor) and isinstance(h, torch.Tensor) and r.shape == h.shape \
                 and r.layout == torch.strided and r.dtype in ulp.rounding_dtypes() and r.numel():
             leaves.append((r.detach().reshape(-1), h.detach().reshape(-1), r.dtype))  # widened once, pooled
