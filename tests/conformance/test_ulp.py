@@ -274,3 +274,77 @@ def test_fp8_results_carry_statistics_and_a_2d_difference_is_described():
     assert not result.ok and result.reason.startswith("FP8 bits differ at index (")
     assert result.numerics.to_dict()["rounding"] == ulp.TOWARD_ZERO
     assert compare(ref.clone(), ref, hi).numerics.to_dict()["share_correct"] == 1.0
+
+
+# -- the sim faults that inject rounding errors ---------------------------------------------
+
+
+@pytest.mark.parametrize("fault, words", [
+    ({"op": "aten.add.Tensor", "kind": "truncate", "value": 1}, ["faults entry 0", "takes no 'value'"]),
+    ({"op": "aten.add.Tensor", "kind": "double_round", "value": "x"}, ["faults entry 0", "takes no 'value'"]),
+    ({"op": "aten.add.Tensor", "kind": "stochastic", "value": -1}, ["non-negative integer seed", "-1"]),
+    ({"op": "aten.add.Tensor", "kind": "stochastic", "value": 0.5}, ["non-negative integer seed"]),
+    ({"op": "aten.add.Tensor", "kind": "scale", "value": 0}, ["non-zero"]),
+    ({"op": "aten.add.Tensor", "kind": "scale", "value": float("inf")}, ["finite"]),
+])
+def test_invalid_rounding_faults_are_refused_in_one_sentence(sim_device, fault, words):
+    with pytest.raises(InputError) as info:
+        sim_device.load_profile({"faults": [fault]})
+    assert all(w in str(info.value) for w in words) and "\n" not in str(info.value)
+
+
+def test_a_bad_fault_value_exits_2_from_the_command_line(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    profile = tmp_path / "bad.json"
+    profile.write_text(json.dumps({"faults": [{"op": "aten.mul.Tensor", "kind": "stochastic", "value": "seed"}]}))
+    done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--sim-profile", str(profile),
+                           "--ops", "mul", "--db", str(tmp_path / "x.db")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "non-negative integer seed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_unknown_expected_rounding_exits_2_listing_the_classes(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--ops", "mul",
+                           "--expect-rounding", "sideways", "--db", str(tmp_path / "x.db")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "nearest-even, toward-zero, stochastic, double-rounding" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+ULP_AT_1 = 2.0 ** -7  # bfloat16's spacing in [1, 2)
+
+
+@pytest.mark.parametrize("kind, b, expected", [
+    # 1 + 1.5 ulp: nearest-even gives 1 + 2 ulp, toward zero 1 + 1 ulp.
+    ("truncate", 1.5 * ULP_AT_1, 1 + ULP_AT_1),
+    # 1 + 2^-8 + 2^-13: just above the midpoint 1 + 2^-8; float16 rounds it onto the midpoint,
+    # whose tie then goes to the even 1.0 (nearest-even of the exact sum is 1 + 1 ulp).
+    ("double_round", 2.0 ** -8 + 2.0 ** -13, 1.0),
+    # 1 + 1.375 ulp rounds to 1 + 1 ulp, which scaled by 1.002 still rounds there; scaling the
+    # float32 sum instead gives 1 + 1.63 ulp, so 1 + 2 ulp: the fault acts below the rounding.
+    ("scale", 1.375 * ULP_AT_1, 1 + 2 * ULP_AT_1),
+])
+def test_rounding_faults_round_the_float32_result(use_profile, kind, b, expected):
+    use_profile({"faults": [{"op": "aten.add.Tensor", "kind": kind, **({"value": 1.002} if kind == "scale" else {})}]})
+    a = torch.ones(1, dtype=torch.bfloat16, device="sim")
+    addend = torch.tensor([b], dtype=torch.bfloat16)
+    assert float(addend) == b  # representable: the exact sum is what float32 computes
+    out = (a + addend.to("sim")).cpu()
+    assert out.dtype == torch.bfloat16 and float(out) == expected
+
+
+def test_rounding_faults_leave_in_place_inputs_and_float64_alone(use_profile):
+    use_profile({"faults": [{"op": "aten.*", "kind": "truncate"}]})
+    x = torch.full((4,), 1.0, dtype=torch.bfloat16, device="sim")
+    x.add_(torch.full((4,), 0.99 * 2.0 ** -7, dtype=torch.float32).bfloat16().to("sim"))
+    # 1 + 0.99 ulp: nearest is 1 + 2^-7, toward zero is 1.0, computed from the inputs before the write.
+    assert torch.equal(x.cpu(), torch.ones(4, dtype=torch.bfloat16))
+    d = torch.full((2,), 1.0, dtype=torch.float64, device="sim") / 3
+    assert torch.equal(d.cpu(), torch.full((2,), 1.0, dtype=torch.float64) / 3)
