@@ -106,7 +106,7 @@ def fp8_smallest_caught(op: str, dtype_name: str) -> float | None:
 def fmt_scale(scale: float | None) -> str:
     if scale is None:
         return "not caught"
-    return f"{(scale - 1) * 100:.6g}%"
+    return f"{scale:.8g}"
 
 
 def main() -> int:
