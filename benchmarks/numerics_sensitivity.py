@@ -61,7 +61,7 @@ def without_rule_5():
 
 def run_item(ctx, op: str, dtype: str, faults: list[dict], mode: str = "eager"):
     import conformance.sim as sim
-    from conformance.engine_worker import run_one
+    from conformance.engine.worker import run_one
     from op_db.records import WorkItem
 
     sim.set_profile(sim.load_profile({"name": "bench", "faults": faults}) if faults else None)
@@ -119,7 +119,7 @@ def main() -> int:
     ops = [o.strip() for o in args.ops.split(",")]
 
     from conformance.config import RunConfig
-    from conformance.engine_worker import init_worker
+    from conformance.engine.worker import init_worker
     from op_db.records import Status
 
     started = time.perf_counter()

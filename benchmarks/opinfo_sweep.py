@@ -33,7 +33,7 @@ def run_engine(dtypes: str, jobs: int, workdir: Path) -> dict:
     db = workdir / f"sweep-{dtypes.replace(',', '_')}-j{jobs}.db"
     env = {k: v for k, v in os.environ.items() if k != "NEURON_CHECK_SIM_PROFILE"}
     started, cpu_before = time.perf_counter(), _children_cpu()
-    done = subprocess.run(["neuron-check", "ops", "--device", "sim", "--dtype", dtypes, "--jobs", str(jobs),
+    done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--dtype", dtypes, "--jobs", str(jobs),
                            "--db", str(db)], env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - started, _children_cpu() - cpu_before
     if done.returncode not in (0, 1):

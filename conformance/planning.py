@@ -146,7 +146,7 @@ def plan(options: PlanOptions, device_type: str) -> list[WorkItem]:
     opinfo_ops, fp8_subjects, fp8 = options.ops, None, None
     if fp8_dtypes:
         try:
-            from conformance import fp8
+            from conformance.fp8 import suite as fp8
         except ImportError:
             fp8 = None
         if fp8 is None or not hasattr(fp8, "plan"):

@@ -12,9 +12,9 @@ import importlib
 from types import ModuleType
 
 SUITE_MODULES = {
-    "opinfo": "conformance.opinfo",
+    "opinfo": "conformance.opinfo.run",
     "model": "conformance.models.runner",
-    "fp8": "conformance.fp8",
+    "fp8": "conformance.fp8.suite",
 }
 
 

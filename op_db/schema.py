@@ -7,10 +7,12 @@ one place.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+from op_db.connect import BUSY_TIMEOUT_MS, connect_readonly, is_write_denied
 from op_db.errors import InputError
 
 APP_ID = "neuron-check"
@@ -71,7 +73,17 @@ MIGRATIONS: tuple[Any, ...] = (
         PRIMARY KEY (run_id, op)
     );
     """,
-    # 2: ulp statistics of each result (DESIGN.md, Result.numerics)
+    # 2: a run's owner (host, pid, process start) and heartbeat, so a run whose
+    # process is gone reads as abandoned and a live run cannot be resumed twice.
+    # Older runs get their last known activity as heartbeat and no owner.
+    """
+    ALTER TABLE runs ADD COLUMN owner_host TEXT;
+    ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN owner_started REAL;
+    ALTER TABLE runs ADD COLUMN heartbeat TEXT;
+    UPDATE runs SET heartbeat = coalesce(finished, started);
+    """,
+    # 3: ulp statistics of each result (DESIGN.md, Result.numerics)
     "ALTER TABLE results ADD COLUMN numerics TEXT NOT NULL DEFAULT '{}'",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -86,7 +98,8 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _check_is_ours(path: Path) -> None:
-    """Refuse files that are not SQLite, or SQLite files of someone else, unmodified."""
+    """Refuse, unmodified, files that are not SQLite, SQLite files of someone else, and
+    neuron-check files that fail SQLite's own integrity check."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(len(_SQLITE_MAGIC))
@@ -96,22 +109,43 @@ def _check_is_ours(path: Path) -> None:
         return  # an empty file is a new database
     if head != _SQLITE_MAGIC:
         raise InputError(f"{path} is not an SQLite database (corrupt or another kind of file).")
+    problems = _integrity_problems(path, snapshot=True)
+    if problems and path.with_name(path.name + "-wal").exists():
+        problems = _integrity_problems(path, snapshot=False)  # a writer started: check under its locks
+    if problems:
+        raise InputError(
+            f"{path} is a corrupt database (SQLite's integrity check: {_first_problem(problems)}); "
+            "restore it or pass --db with another file."
+        )
+
+
+def _integrity_problems(path: Path, *, snapshot: bool) -> list[str]:
+    """What `PRAGMA quick_check` finds wrong, or the error that stopped it (empty when the file
+    is sound); InputError for a foreign file."""
     try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        conn = connect_readonly(path, snapshot=snapshot)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if not tables:
-                return
+                return []
             if "schema_info" not in tables:
                 raise InputError(f"{path} is an SQLite database of another application, not neuron-check.")
             app = conn.execute("SELECT value FROM schema_info WHERE key = 'app'").fetchone()
             if not app or app[0] != APP_ID:
                 raise InputError(f"{path} is an SQLite database of another application, not neuron-check.")
-            conn.execute("PRAGMA quick_check").fetchone()
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        raise InputError(f"{path} is a corrupt database ({exc}).") from None
+        return [str(exc)]
+    return [] if problems == ["ok"] else problems
+
+
+def _first_problem(problems: list[str]) -> str:
+    """The first concrete line of `PRAGMA quick_check`'s report (it may span lines and rows)."""
+    lines = [line.strip() for text in problems for line in str(text).splitlines()]
+    found = [line for line in lines if line and not line.startswith("***")]
+    return found[0] if found else "failed"
 
 
 def _stored_version(conn: sqlite3.Connection) -> int:
@@ -133,8 +167,6 @@ def _check_version(conn: sqlite3.Connection, path: Path) -> int:
         )
     if version == 0:
         raise InputError(f"{path} is an empty database with no neuron-check runs.")
-    if version < latest:
-        raise InputError(f"{path} uses schema {version}; open it once without read-only access to migrate it.")
     return version
 
 
@@ -169,3 +201,58 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def writer_connection(path: Path) -> sqlite3.Connection:
+    """A read-write connection in WAL mode, the schema migrated to the latest."""
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.row_factory = sqlite3.Row
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # In WAL mode NORMAL still survives any process crash (a killed
+        # worker or run loses nothing committed); only a power cut may
+        # drop the last commits. FULL costs an fsync per result.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        _migrate(conn, path)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if is_write_denied(exc):
+            raise InputError(f"database {path} cannot be written ({exc}); check the permissions of it and its folder.") from None
+        raise InputError(f"{path} is not a usable neuron-check database ({exc}).") from None
+    return conn
+
+
+def reader_connection(path: Path, *, migrate_file: bool) -> sqlite3.Connection:
+    """A connection that never writes `path`, on the latest schema.
+
+    A file of an older schema is migrated on disk first when `migrate_file`
+    and we may write it; otherwise a copy of it is migrated in memory.
+    """
+    conn = None
+    try:
+        conn = connect_readonly(path)
+        version = _stored_version(conn)
+        if 0 < version < schema_version():
+            if migrate_file and os.access(path, os.W_OK) and os.access(path.resolve().parent, os.W_OK):
+                conn.close()
+                writer_connection(path).close()
+                conn = connect_readonly(path)
+            else:
+                memory = sqlite3.connect(":memory:")
+                conn.backup(memory)
+                conn.close()
+                conn = memory
+                _migrate(conn, path)
+        _check_version(conn, path)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise InputError(f"{path} is not a usable neuron-check database ({exc}).") from None
+        raise
+    return conn

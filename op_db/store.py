@@ -4,6 +4,10 @@ One file holds `runs` (one row per invocation) and `results` (one row per
 WorkItem of a run). Every result is committed in its own transaction as it is
 produced, so a killed run loses nothing; the file runs in WAL mode with a busy
 timeout so several processes can write different runs at once.
+
+A run row records its owner (host, pid, process start) and a heartbeat
+(`op_db.ownership`); a run marked running whose owner is gone reads as
+`abandoned`, and `claim_run` hands a run to a resuming process only then.
 """
 
 from __future__ import annotations
@@ -12,32 +16,35 @@ import datetime as _dt
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from op_db.connect import BUSY_TIMEOUT_MS, check_writable
 from op_db.errors import InputError
+from op_db.ownership import LIVENESS, RUNNING, Heartbeat, current_owner, effective_status
 from op_db.schema import (  # noqa: F401  (MIGRATIONS, SCHEMA_VERSION, APP_ID: re-exported)
     APP_ID,
     MIGRATIONS,
     SCHEMA_VERSION,
     _check_is_ours,
-    _check_version,
-    _migrate,
-    _stored_version,
-    schema_version,
+    reader_connection,
+    writer_connection,
 )
 from op_db.records import RESULT_FIELDS, Result, Status, WorkItem
 
 DEFAULT_DB = "neuron-check.db"
-BUSY_TIMEOUT_MS = 30_000
+# SQLite's INTEGER range: a larger run id cannot exist (and would overflow the driver).
+_MAX_RUN_ID = 2**63 - 1
 
 # Run columns besides the id; `versions` and `options` are JSON objects.
 RUN_FIELDS = (
     "started", "finished", "backend", "device", "simulated", "torch_version",
     "backend_version", "transformers_version", "host", "git_revision", "command",
-    "status", "versions", "options",
+    "status", "versions", "options", "owner_host", "owner_pid", "owner_started", "heartbeat",
 )
+OWNER_FIELDS = ("owner_host", "owner_pid", "owner_started")
 
 _JSON_RESULT_FIELDS = {"aten_ops": dict, "fallback_ops": list, "extra": dict, "numerics": dict}
 
@@ -62,10 +69,11 @@ class Store:
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False) -> "Store":
-        """Open (and, unless `readonly`, create or migrate) a store.
+        """Open a store: `readonly` never writes the file; otherwise create or migrate it.
 
-        A file that is not SQLite, or an SQLite file of another application,
-        raises InputError and is left untouched.
+        A file that is not SQLite, an SQLite file of another application, or a
+        neuron-check file failing SQLite's integrity check raises InputError
+        and is left untouched; so does a file or folder we may not write.
         """
         path = Path(path) if path is not None else default_path()
         if path.is_dir():
@@ -76,28 +84,9 @@ class Store:
         if exists:
             _check_is_ours(path)
         if readonly:
-            conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-        else:
-            if not path.parent.exists():
-                raise InputError(f"cannot create database {path}: folder {path.parent} does not exist.")
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
-        conn.row_factory = sqlite3.Row
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            if not readonly:
-                conn.execute("PRAGMA journal_mode = WAL")
-                # In WAL mode NORMAL still survives any process crash (a killed
-                # worker or run loses nothing committed); only a power cut may
-                # drop the last commits. FULL costs an fsync per result.
-                conn.execute("PRAGMA synchronous = NORMAL")
-                _migrate(conn, path)
-            else:
-                _check_version(conn, path)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise InputError(f"{path} is not a usable neuron-check database ({exc}).") from None
-        return cls(conn, path, readonly)
+            return cls(reader_connection(path, migrate_file=False), path, readonly=True)
+        check_writable(path)
+        return cls(writer_connection(path), path, readonly=False)
 
     def close(self) -> None:
         self._conn.close()
@@ -111,8 +100,10 @@ class Store:
     # -- runs ------------------------------------------------------------
 
     def create_run(self, *, backend: str, device: str, **meta: Any) -> int:
-        """Insert a run row and return its id. Unknown keys go into `versions`."""
+        """Insert a run row owned by this process and return its id. Unknown keys go into `versions`."""
         row = {"started": meta.pop("started", None) or now(), "backend": backend, "device": device}
+        owner = current_owner()
+        row.update(owner_host=owner.host, owner_pid=owner.pid, owner_started=owner.started, heartbeat=row["started"])
         versions = dict(meta.pop("versions", {}) or {})
         for key in list(meta):
             if key in RUN_FIELDS:
@@ -126,7 +117,7 @@ class Store:
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         with self._conn:
-            cur = self._conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", tuple(row.values()))
+            cur = self._conn.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", _storable(row.values()))
         return int(cur.lastrowid)
 
     def finish_run(self, run_id: int, status: str = "finished") -> None:
@@ -134,6 +125,57 @@ class Store:
             self._conn.execute(
                 "UPDATE runs SET finished = ?, status = ? WHERE id = ?", (now(), status, run_id)
             )
+
+    def claim_run(self, run_id: int) -> None:
+        """Make this process the owner of run `run_id`, live again (for `--resume`).
+
+        Refused with InputError while the run's owner is alive, so a run is
+        never resumed twice at once; the check and the claim are one
+        transaction, so of two resumes racing, one wins.
+        """
+        owner = current_owner()
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            run = self.run(run_id)
+            if run["status"] == RUNNING:
+                raise InputError(
+                    f"run {run_id} is still running (process {run['owner_pid']} on {run['owner_host']}, "
+                    f"last heartbeat {run['heartbeat']}); wait for it to end or stop it before resuming it."
+                )
+            self._conn.execute(
+                "UPDATE runs SET status = ?, finished = NULL, owner_host = ?, owner_pid = ?, owner_started = ?, "
+                "heartbeat = ? WHERE id = ?", (RUNNING, owner.host, owner.pid, owner.started, now(), run_id),
+            )
+        except BaseException:
+            self._conn.rollback()
+            raise
+        self._conn.commit()
+
+    def beat(self, run_id: int) -> None:
+        """Refresh the heartbeat of run `run_id`."""
+        with self._conn:
+            self._conn.execute("UPDATE runs SET heartbeat = ? WHERE id = ?", (now(), run_id))
+
+    def keep_alive(self, run_id: int, interval_s: float = LIVENESS.heartbeat_interval_s) -> Heartbeat:
+        """A context manager beating for run `run_id` every `interval_s` from a thread of its own.
+
+        The thread opens its own short connection per beat (an SQLite
+        connection belongs to one thread); a failed beat is skipped, never fatal.
+        """
+        target = self.path.resolve()
+
+        def beat() -> None:
+            try:
+                conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000)
+                try:
+                    with conn:
+                        conn.execute("UPDATE runs SET heartbeat = ? WHERE id = ?", (now(), run_id))
+                finally:
+                    conn.close()
+            except sqlite3.Error:
+                pass
+
+        return Heartbeat(beat, interval_s)
 
     def run(self, run_id: int) -> dict[str, Any]:
         row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -156,6 +198,8 @@ class Store:
             run_id = int(str(spec).strip())
         except ValueError:
             raise InputError(f"run must be a number or 'latest', not {spec!r}.") from None
+        if not 0 < run_id <= _MAX_RUN_ID:
+            raise InputError(f"run {run_id} does not exist in {self.path}.")
         self.run(run_id)
         return run_id
 
@@ -189,7 +233,7 @@ class Store:
         with self._conn:
             cur = self._conn.execute(
                 f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
-                tuple(row.values()),
+                _storable(row.values()),
             )
             run_id = int(cur.lastrowid)
             for result in results:
@@ -203,9 +247,10 @@ class Store:
     # -- results ---------------------------------------------------------
 
     def add_result(self, run_id: int, result: Result) -> None:
-        """Commit one result; a result for the same item replaces the old one."""
+        """Commit one result (and refresh the run's heartbeat); a result for the same item replaces the old one."""
         with self._conn:
             self._insert_result(run_id, result)
+            self._conn.execute("UPDATE runs SET heartbeat = ? WHERE id = ?", (now(), run_id))
 
     def _insert_result(self, run_id: int, result: Result) -> None:
         values = _result_row(result)
@@ -213,7 +258,7 @@ class Store:
         marks = ", ".join("?" for _ in range(len(values) + 1))
         self._conn.execute(
             f"INSERT OR REPLACE INTO results ({cols}) VALUES ({marks})",
-            (run_id, *values.values()),
+            _storable((run_id, *values.values())),
         )
 
     def add_results(self, run_id: int, results: Iterable[Result]) -> None:
@@ -270,10 +315,26 @@ class Store:
 
 def _run_dict(row: sqlite3.Row) -> dict[str, Any]:
     data = dict(row)
+    data["status"] = effective_status(data, now=time.time())
     data["simulated"] = bool(data["simulated"])
     data["versions"] = json.loads(data["versions"] or "{}")
     data["options"] = json.loads(data["options"] or "{}")
     return data
+
+
+def _storable(values: Iterable[Any]) -> tuple[Any, ...]:
+    """Row values SQLite can hold. Text is kept raw (reports sanitise at output) except lone
+    surrogates, which UTF-8 cannot encode (a command line or an exception text may hold them):
+    each becomes U+FFFD, while a well-formed surrogate pair is joined into its character."""
+    return tuple(_storable_text(v) if isinstance(v, str) else v for v in values)
+
+
+def _storable_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _result_row(result: Result) -> dict[str, Any]:
@@ -294,19 +355,24 @@ def _row_result(row: sqlite3.Row) -> Result:
     return Result.from_dict(data)
 
 
-def open_for_reading(path: str | os.PathLike | None = None) -> Store:
-    """Open read-only for reports; a file of an older schema is migrated first.
+def check_writable_store(path: str | os.PathLike) -> None:
+    """Raise what `Store.open(path)` would refuse, without creating or writing anything."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a neuron-check database.")
+    if path.exists():
+        _check_is_ours(path)
+    check_writable(path)
 
-    Corrupt and foreign files are refused by `Store.open` before anything writes.
+
+def open_for_reading(path: str | os.PathLike | None = None) -> Store:
+    """Open read-only for reports; a writable file of an older schema is migrated first.
+
+    Corrupt and foreign files are refused before anything writes; an older file
+    we may not write is migrated in memory instead, so reports still read it.
     """
     path = Path(path) if path is not None else default_path()
-    if path.exists() and path.stat().st_size > 0:
-        _check_is_ours(path)
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-        try:
-            version = _stored_version(conn)
-        finally:
-            conn.close()
-        if 0 < version < schema_version():
-            Store.open(path).close()
-    return Store.open(path, readonly=True)
+    if not path.exists() or path.is_dir() or path.stat().st_size == 0:
+        return Store.open(path, readonly=True)  # says what is wrong
+    _check_is_ours(path)
+    return Store(reader_connection(path, migrate_file=True), path, readonly=True)

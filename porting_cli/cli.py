@@ -28,6 +28,7 @@ COMMANDS = {
     "dashboard": "dashboard",
     "coverage": "coverage",
     "profile": "profile",
+    "claims": "claims",
 }
 
 EXIT_OK, EXIT_TRIPPED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -70,13 +71,17 @@ class NeuronCheckGroup(click.Group):
         return super().parse_args(ctx, route_script(args))
 
     def main(self, *args, **kwargs):  # type: ignore[override]
+        from reports.sanitize import for_terminal, tolerant_streams
+
         kwargs.setdefault("standalone_mode", False)
+        tolerant_streams()  # a report never dies on a terminal that cannot encode it
         debug = "--debug" in sys.argv[1:] or bool(os.environ.get("NEURON_CHECK_DEBUG"))
         try:
             result = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
+            exc.message = for_terminal(exc.message)  # usage errors quote what was typed
             exc.show()
             sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
         except click.Abort:
@@ -85,7 +90,7 @@ class NeuronCheckGroup(click.Group):
         except InputError as exc:
             if debug:
                 raise
-            click.echo(f"neuron-check: error: {exc}", err=True)
+            click.echo(f"neuron-check: error: {for_terminal(exc)}", err=True)  # errors quote user input
             sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:
             click.echo("neuron-check: interrupted.", err=True)
@@ -94,7 +99,8 @@ class NeuronCheckGroup(click.Group):
             if debug:
                 raise
             click.echo(
-                f"neuron-check: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback).",
+                f"neuron-check: internal error: {type(exc).__name__}: {for_terminal(exc)} "
+                "(rerun with --debug for the traceback).",
                 err=True,
             )
             sys.exit(EXIT_INTERNAL)

@@ -30,6 +30,13 @@ sim_profile_option = click.option(
 )
 
 
+series_option = click.option(
+    "--series", "series", envvar="NEURON_CHECK_SERIES", default=None, metavar="NAME",
+    help="Name the dashboard series this run belongs to (default: derived from backend, device, suite "
+    "and selection; also $NEURON_CHECK_SERIES).",
+)
+
+
 def format_option(*choices: str, default: str = "table"):
     return click.option(
         "--format",
@@ -73,10 +80,13 @@ def resolve_device(device: str | None, sim_profile: str | None = None):
     return adapter, device_string
 
 
-def resume_run(store, resume: str, suite: str, command_name: str):
-    """The run `--resume` names, checked to be one of `command_name`'s, with its device ready:
-    (run_id, saved options, adapter, device string)."""
+def resume_run(store, resume: str, suite: str, command_name: str, requested: dict | None = None,
+               renamed: dict | None = None):
+    """The run `--resume` names, checked to be one of `command_name`'s, started with the options given
+    (`requested`: what a new run would record; see porting_cli.resume), and claimed for this process
+    (refused while its owner lives), with its device ready: (run_id, saved options, adapter, device string)."""
     from op_db.errors import InputError
+    from porting_cli.resume import refuse_changed_options
 
     run_id = store.resolve_run(resume)
     stored = store.run(run_id)
@@ -84,8 +94,21 @@ def resume_run(store, resume: str, suite: str, command_name: str):
     if saved.get("suite") != suite:
         raise InputError(f"run {run_id} is not a `neuron-check {command_name}` run, "
                          f"so `{command_name} --resume` cannot finish it.")
+    if requested is not None:
+        refuse_changed_options(click.get_current_context(), run_id, requested, stored, renamed)
     adapter, device_string = resolve_device(stored["device"], saved.get("sim_profile"))
+    store.claim_run(run_id)
     return run_id, saved, adapter, device_string
+
+
+def selection(text: str | None, flag: str) -> list[str]:
+    """A comma list naming what to run; given but empty (`--ops ''`) is an error, not "everything"."""
+    chosen = split_list(text)
+    if text is not None and not chosen:
+        from op_db.errors import InputError
+
+        raise InputError(f"{flag} {text!r} selects nothing; name at least one, or leave {flag} out for all.")
+    return chosen
 
 
 def engine_options(default_timeout: float = 120.0):
@@ -111,6 +134,14 @@ def engine_options(default_timeout: float = 120.0):
     return decorate
 
 
+def check_outputs(junit_path: str | None) -> None:
+    """Refuse an unwritable --junit before a run starts: known in a second, not after an hour."""
+    if junit_path:
+        from reports.render.junit import check_target
+
+        check_target(junit_path)
+
+
 def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
     """The statuses of --fail-on (InputError for an unknown one), plus FALLBACK when strict."""
     from op_db.records import Status
@@ -128,12 +159,14 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
     from reports.render.summary import summary_table
+    from reports.sanitize import echo
 
     label = " (simulated)" if adapter.simulated else ""
-    click.echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
-    summary = run_items(items, config, store, run_id, progress=True)
+    echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
+    with store.keep_alive(run_id):
+        summary = run_items(items, config, store, run_id, progress=True)
     results = store.results(run_id)
-    click.echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
+    echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
                              interrupted=summary.interrupted))
     if junit_path:
         from reports.render.junit import write_junit

@@ -5,15 +5,9 @@ Inputs are the static scan (porting_cli.scan), the patch (porting_cli.fix) and, 
 The report is a plain dict (`PortReport.to_dict()`), which every renderer in
 reports/render/porting.py and reports/render/sarif.py reads. Imports nothing heavy.
 
-Verdict rules (a finding "needs a change" unless its severity is `info`):
-
-* `blocked`: an op is UNSUPPORTED or ERROR on the target (seen live, or predicted by
-  --against for an op the script did not reach live), or a finding that needs a change is
-  neither auto-fixable nor of effort none/low (e.g. a CUDA extension, flash_attn), or the
-  script raised or crashed on the target outside of any op (it does not run there as it is).
-* `ready-with-fixes`: not blocked, and there are findings that need a change (all of them
-  auto-fixable or low effort) or ops that ran through the CPU fallback.
-* `ready`: no finding needs a change and every op ran on the target.
+The verdict, the change items and the effort come from porting_cli.effort (its docstring
+has the rules): `blocked` only where new code is needed, and then it names the items
+that cause it (`blocked_by`).
 
 A script that calls `sys.exit(n)` has finished (its code is noted). A run stopped by
 --max-steps or --max-seconds is judged on what was seen; a time stop says the report is partial.
@@ -25,18 +19,13 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
-from porting_cli.scan.rules import EFFORTS, RULES_BY_ID
+from porting_cli.effort import BLOCKING_STATUSES, VERDICTS, change_items, decide, effort_of
+from porting_cli.scan.rules import RULES_BY_ID
 
-VERDICTS = ("ready", "ready-with-fixes", "blocked")
-BLOCKING_STATUSES = ("UNSUPPORTED", "ERROR")
+__all__ = ["VERDICTS", "PortReport", "build_report", "exit_code", "op_table"]
 # Order of the op table: what blocks first.
 STATUS_ORDER = ("UNSUPPORTED", "ERROR", "FALLBACK", "untested", "not-reached", "ran")
 SITES_PER_OP = 10
-# A rough planning figure per item, by effort level: "none" is applied by --fix; "low" is a
-# one-line manual change; "medium" reworks a code path (streams, NCCL); "high" replaces a
-# CUDA-only dependency or waits for a backend kernel. Reported as a sum, never as a promise.
-HOURS_PER_ITEM = {"none": 0.0, "low": 0.5, "medium": 4.0, "high": 16.0}
-OP_EFFORT = {"UNSUPPORTED": "high", "ERROR": "high", "FALLBACK": "low"}
 
 
 @dataclasses.dataclass
@@ -45,6 +34,8 @@ class PortReport:
     verdict: str
     reasons: list[str]
     effort: dict[str, Any]
+    items: list[dict[str, Any]]      # the change items (porting_cli.effort.ChangeItem)
+    blocked_by: list[str]            # ids of the items that make the verdict blocked
     findings: list[dict[str, Any]]
     ops: list[dict[str, Any]]
     remapped: list[dict[str, Any]]
@@ -63,10 +54,6 @@ def finding_dict(finding: Any) -> dict[str, Any]:
         "effort": finding.effort, "message": finding.message, "fixable": finding.fixable,
         "family": finding.family, "source_line": finding.source_line.rstrip("\r\n"),
     }
-
-
-def needs_change(finding: dict[str, Any]) -> bool:
-    return finding["severity"] != "info"
 
 
 def op_table(trace: Any, prediction: Any = None, reach: Any = None) -> list[dict[str, Any]]:
@@ -118,57 +105,6 @@ def op_table(trace: Any, prediction: Any = None, reach: Any = None) -> list[dict
     return table
 
 
-def effort_estimate(scan_effort: Any, findings: list[dict[str, Any]], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """Overall effort (none/low/medium/high), counts, and a rough sum of hours."""
-    levels = [f["effort"] for f in findings if needs_change(f)]
-    op_levels = [OP_EFFORT[r["status"]] for r in ops if r["status"] in OP_EFFORT]
-    overall = max(levels + op_levels, key=EFFORTS.index, default="none")
-    return {
-        "overall": overall,
-        "findings": scan_effort.total,
-        "fixable": scan_effort.fixable,
-        "by_effort": dict(scan_effort.by_effort),
-        "by_severity": dict(scan_effort.by_severity),
-        "blocking_ops": sum(r["status"] in BLOCKING_STATUSES for r in ops),
-        "fallback_ops": sum(r["status"] == "FALLBACK" for r in ops),
-        "hours": sum(HOURS_PER_ITEM[level] for level in levels + op_levels),
-    }
-
-
-def decide(findings: list[dict[str, Any]], ops: list[dict[str, Any]], runtime: dict[str, Any] | None) -> tuple[str, list[str]]:
-    """The verdict and the sentences that justify it (module docstring has the rules)."""
-    blocked: list[str] = []
-    for r in ops:
-        if r["status"] in BLOCKING_STATUSES:
-            where = f" at {r['sites'][0]}" if r["sites"] else ""
-            how = "predicted by --against" if r["source"] == "predicted" else "on the target"
-            blocked.append(f"{r['op']} is {r['status']} ({how}){where}")
-    needing = [f for f in findings if needs_change(f)]
-    for f in needing:
-        if not f["fixable"] and f["effort"] not in ("none", "low"):
-            blocked.append(f"{f['rule']} at {f['path']}:{f['line']} needs {f['effort']}-effort manual work")
-    if runtime is not None and runtime["outcome"] in ("raised", "crashed") and not any(
-            r["status"] in BLOCKING_STATUSES and r["source"] == "live" for r in ops):
-        exc = runtime.get("exception") or {}
-        at = f" at {exc['site']}" if exc.get("site") else ""
-        what = f"raised {exc.get('type')}{at}" if runtime["outcome"] == "raised" else "crashed"
-        blocked.append(f"the script {what} on the target")
-    if blocked:
-        return "blocked", blocked
-    reasons = []
-    if needing:
-        fixable = sum(f["fixable"] for f in needing)
-        reasons.append(f"{len(needing)} finding(s) need a change ({fixable} auto-fixable with --fix)")
-    fallback = [r["op"] for r in ops if r["status"] == "FALLBACK"]
-    if fallback:
-        reasons.append(f"{len(fallback)} op(s) ran through the CPU fallback: {', '.join(fallback[:5])}")
-    if reasons:
-        return "ready-with-fixes", reasons
-    if runtime is None:
-        return "ready", ["no CUDA-specific code found (runtime not checked: --static-only)"]
-    return "ready", ["no CUDA-specific code found and every op ran on the target"]
-
-
 def runtime_dict(trace: Any, max_steps: int, max_seconds: float | None, against: str | None,
                  reach: Any = None) -> dict[str, Any]:
     return {
@@ -191,12 +127,15 @@ def build_report(script: str, scan: Any, patch: str, trace: Any = None, *, predi
     runtime = None
     if trace is not None:
         runtime = runtime_dict(trace, max_steps, max_seconds, prediction.source if prediction else None, reach)
-    verdict, reasons = decide(findings, ops, runtime)
+    items = change_items(findings, ops, runtime)
+    verdict = decide(items, runtime)
     remapped = sorted(trace.remapped, key=lambda r: _site_key(r["site"]) + (r["what"],)) if trace is not None else []
     rules = {f["rule"]: dataclasses.asdict(RULES_BY_ID[f["rule"]]) for f in findings if f["rule"] in RULES_BY_ID}
-    return PortReport(script=script, verdict=verdict, reasons=reasons,
-                      effort=effort_estimate(scan.effort, findings, ops), findings=findings, ops=ops,
-                      remapped=remapped, patch=patch, runtime=runtime, rules=rules)
+    return PortReport(script=script, verdict=verdict.verdict, reasons=verdict.reasons,
+                      effort=effort_of(items, findings, ops).to_dict(),
+                      items=[i.to_dict() for i in items], blocked_by=verdict.blocked_by,
+                      findings=findings, ops=ops, remapped=remapped, patch=patch, runtime=runtime,
+                      rules=rules)
 
 
 def _site_key(site: str | None) -> tuple[str, int]:

@@ -1,9 +1,11 @@
 """The static nightly dashboard: latest coverage, trends, regressions, one page per op.
 
-Runs from one or more databases are grouped into series by (backend, device,
-suites run) and ordered by start time: a nightly `ops` run and a nightly
-`models` run on one device are two series, so trends and consecutive-run
-regressions compare like with like. The site is plain files: `index.html`, one page per
+Runs from one or more databases are grouped into series (`reports.series`:
+backend, device, suites run and selection, or an explicit `--series NAME`) and
+ordered by start time: a nightly `ops` run, a nightly `models` run and an
+ad-hoc `ops --ops mul` run on one device are three series, so trends and
+consecutive-run regressions compare like with like. `data.json` holds every
+series' points for other tools. The site is plain files: `index.html`, one page per
 op under `ops/`, the latest full report of each series under `runs/`, and
 plotly's own JS (`plotly.min.js`, from the installed plotly package) beside
 them, so it works from disk or any static host with no network.
@@ -13,15 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from op_db.errors import InputError
-from op_db.records import FAILING, STATUS_ORDER, WORKING, Result
+from op_db.records import FAILING, STATUS_ORDER, WORKING, Result, Status
 from reports.gate import evaluate
-from reports.model import Report, build_report
+from reports.model import Report, build_report, pass_rate
+from reports.series import SeriesKey, series_key, split_missing
 
 REGRESSION_PAIRS = 10  # consecutive-run comparisons shown per series
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -29,18 +33,32 @@ _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 @dataclasses.dataclass
 class Series:
-    backend: str
-    device: str
-    suites: str  # e.g. "opinfo", "fp8+opinfo", "model"
+    key: SeriesKey
     reports: list[Report]  # oldest first
 
     @property
     def name(self) -> str:
-        return f"{self.backend} / {self.device} / {self.suites}"
+        return self.key.label
+
+    @property
+    def backend(self) -> str:
+        return self.key.backend
+
+    @property
+    def device(self) -> str:
+        return self.key.device
+
+    @property
+    def suites(self) -> str:
+        return self.key.suites or "+".join(sorted({r.suite for rep in self.reports for r in rep.results}))
+
+    @property
+    def selection(self) -> str:
+        return self.key.selection
 
     @property
     def slug(self) -> str:
-        return _SLUG.sub("_", f"{self.backend}-{self.device}-{self.suites}")
+        return _SLUG.sub("_", self.name.replace(" / ", "-"))
 
     @property
     def simulated(self) -> bool:
@@ -50,7 +68,7 @@ class Series:
 def load_series(db_paths: list[str | Path]) -> list[Series]:
     from op_db.store import open_for_reading
 
-    grouped: dict[tuple[str, str, str], list[Report]] = defaultdict(list)
+    grouped: dict[SeriesKey, list[Report]] = defaultdict(list)
     for path in db_paths:
         with open_for_reading(path) as store:
             for run in store.runs():
@@ -59,12 +77,13 @@ def load_series(db_paths: list[str | Path]) -> list[Series]:
                 prefix = f"{Path(path).stem} " if len(db_paths) > 1 else ""
                 report.run["label"] = f"{prefix}#{run['id']} ({(run.get('started') or '')[:10]})"
                 suites = "+".join(sorted({r.suite for r in report.results})) or "empty"
-                grouped[(run["backend"], run["device"], suites)].append(report)
+                report.run["db"] = str(path)
+                grouped[series_key(run, suites)].append(report)
     if not grouped:
         raise InputError("the databases hold no runs; nothing to show.")
     return [
-        Series(backend, device, suites, sorted(reports, key=lambda r: (r.run.get("started") or "", r.run["id"])))
-        for (backend, device, suites), reports in sorted(grouped.items())
+        Series(key, sorted(reports, key=lambda r: (r.run.get("started") or "", r.run["id"])))
+        for key, reports in sorted(grouped.items(), key=lambda kv: kv[0].label)
     ]
 
 
@@ -89,11 +108,16 @@ def trend_figure(series: Series, by: str) -> dict[str, Any]:
     return {
         "data": [{"type": "scatter", "mode": "lines+markers", "name": name, **t} for name, t in sorted(traces.items())],
         "layout": {
-            "title": {"text": f"{series.name}: pass rate per {by}"},
-            "yaxis": {"title": {"text": "pass rate (%)"}, "range": [0, 101]},
+            # The section heading names the series; a short left title keeps clear of plotly's toolbar.
+            "title": {"text": f"pass rate per {by}", "x": 0.01, "xanchor": "left"},
+            "yaxis": {"title": {"text": "pass rate (%)"}, "range": [-4, 104], "dtick": 20, "zeroline": False},
+            "showlegend": True,
             # Categories, not times: nightly runs are evenly spaced events, and one run
             # on a time axis gets sub-second ticks.
-            "xaxis": {"type": "category", "title": {"text": "run"}},
+            # categoryarray pins time order even when a trace lacks the first runs.
+            "xaxis": {"type": "category", "title": {"text": "run (oldest first)"}, "automargin": True,
+                      "categoryorder": "array", "categoryarray": [r.run["label"] for r in series.reports]},
+            "legend": {"orientation": "h", "y": -0.3},
             "height": 340, "margin": {"l": 60, "r": 20, "t": 50, "b": 60},
         },
     }
@@ -104,9 +128,11 @@ def consecutive_regressions(series: Series) -> list[dict[str, Any]]:
     pairs = list(zip(series.reports, series.reports[1:]))[-REGRESSION_PAIRS:]
     rows = []
     for before, after in reversed(pairs):
-        outcome = evaluate(after, before)
+        outcome = evaluate(after, before)  # regressions and improvements: items both runs hold
+        not_run, vanished = split_missing(before.run, after.run, outcome.vanished)
         rows.append({"before": before.run, "after": after.run, "regressions": outcome.regressions,
-                     "improvements": outcome.improvements, "new": outcome.new, "vanished": outcome.vanished})
+                     "improvements": outcome.improvements, "new": outcome.new, "vanished": vanished,
+                     "not_run": not_run})
     return rows
 
 
@@ -164,11 +190,23 @@ def build_dashboard(db_paths: list[str | Path], out_dir: str | Path) -> dict[str
         sources=[str(p) for p in db_paths],
     )
     (out / "index.html").write_text(index, encoding="utf-8")
+    (out / "data.json").write_text(json.dumps(series_data(series_list), indent=1) + "\n", encoding="utf-8")
     for (suite, subject), entry in ops.items():
         page = render_page("op.html.j2", suite=suite, subject=subject, entry=entry,
                            series_list=series_list, generated=generated)
         (out / "ops" / f"{entry['slug']}.html").write_text(page, encoding="utf-8")
     return {"series": len(series_list), "runs": sum(len(s.reports) for s in series_list), "ops": len(ops)}
+
+
+def series_data(series_list: list[Series]) -> dict[str, Any]:
+    """data.json: every series and its points, oldest first, for other tools."""
+    return {"series": [{
+        "key": series.key.label, **series.key.to_json(),
+        "points": [{"run": r.run.get("id"), "db": r.run.get("db"), "label": r.run.get("label"),
+                    "started": r.run.get("started"), "status": r.run.get("status"),
+                    "pass_rate": pass_rate(Counter({Status(s): n for s, n in r.summary.items()})),
+                    "counts": r.summary} for r in series.reports],
+    } for series in series_list]}
 
 
 def _write_plotly(path: Path) -> None:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import io
-import json
 import sys
 from pathlib import Path
 
 from op_db.errors import InputError
 from reports.model import Report
+from reports.sanitize import dumps_json
 
 FORMATS = ("table", "md", "html", "json", "junit", "parquet")
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2, sort_keys=False, default=str) + "\n"
+    return dumps_json(report.to_json(), indent=2, default=str) + "\n"
 
 
 def junit_suite_name(report: Report) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 from op_db.errors import InputError
 from op_db.records import FAILING, WORKING, Result, WorkItem
 from reports.model import Report
+from reports.sanitize import for_json, for_terminal
 
 MANIFEST_SCHEMA = 1
 ENTRY_KEYS = ("suite", "subject", "variant", "dtype", "mode", "status", "reason")
@@ -53,6 +54,8 @@ class GateOutcome:
     unexpected_passes: list[tuple[Result, dict[str, Any]]]
     status_changes: list[tuple[Result, dict[str, Any]]]  # failing, but not as the manifest says
     strict: bool
+    # Vendor-claimed rows measured failing (`gate --claims T --fail-on-claims`), see reports.claims.
+    claims_failing: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def tripped(self) -> bool:
@@ -61,6 +64,7 @@ class GateOutcome:
             or self.unexpected_failures
             or self.status_changes
             or (self.strict and self.unexpected_passes)
+            or self.claims_failing
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +82,8 @@ class GateOutcome:
             "unexpected_failures": [{**item(r), "message": r.message} for r in self.unexpected_failures],
             "unexpected_passes": [{**item(r), "manifest_status": e.get("status")} for r, e in self.unexpected_passes],
             "status_changes": [{**item(r), "manifest_status": e.get("status")} for r, e in self.status_changes],
+            "claims_failing": [{k: row[k] for k in ("op", "line", "claim", "measured", "items")}
+                               for row in self.claims_failing],
         }
 
 
@@ -134,6 +140,9 @@ def render_outcome(outcome: GateOutcome, limit: int = 50) -> str:
          [f"{name(r)} (manifest: {e.get('status')})" for r, e in outcome.status_changes]),
         ("expected failures that now pass" + (" (--strict: these fail the gate)" if outcome.strict else ""),
          [f"{name(r)} (manifest: {e.get('status') or 'any failure'})" for r, e in outcome.unexpected_passes]),
+        ("claimed rows that fail (--fail-on-claims)",
+         [f"line {row['line']} {row['op']} claimed {row['claim']}, measured "
+          + ", ".join(f"{d} {s}" for d, s in row["measured"].items()) for row in outcome.claims_failing]),
         ("improvements", [f"{name(c)} (was {b.status.value})" for b, c in outcome.improvements]),
         ("new items", [name(r) for r in outcome.new]),
         ("vanished items", [name(r) for r in outcome.vanished]),
@@ -141,7 +150,7 @@ def render_outcome(outcome: GateOutcome, limit: int = 50) -> str:
     lines = []
     for title, rows in sections:
         lines.append(f"{title}: {len(rows)}")
-        lines.extend(f"  {row}" for row in rows[:limit])
+        lines.extend(f"  {for_terminal(row, one_line=True)}" for row in rows[:limit])  # rows hold untrusted text
         if len(rows) > limit:
             lines.append(f"  ... and {len(rows) - limit} more (use --format json)")
     lines.append("gate: FAILED" if outcome.tripped else "gate: passed")
@@ -194,10 +203,10 @@ def manifest_for(report: Report) -> dict[str, Any]:
 def write_manifest(report: Report, path: str | Path) -> int:
     import yaml
 
-    data = manifest_for(report)
+    data = for_json(manifest_for(report))  # a lone surrogate in a reason cannot be written as UTF-8
     header = (
         "# neuron-check expected failures; written by `neuron-check gate --write-expected`.\n"
-        f"# run {report.run.get('id')} on {report.run.get('device')}"
+        f"# run {report.run.get('id')} on {for_terminal(report.run.get('device'), one_line=True)}"
         f"{' (SIMULATED)' if report.simulated else ''}. Globs (*, ?) are allowed in every field.\n"
     )
     try:

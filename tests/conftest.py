@@ -17,6 +17,7 @@ import pytest
 _UNSET = (
     "NEURON_CHECK_DB",
     "NEURON_CHECK_SIM_PROFILE",
+    "NEURON_CHECK_SERIES",
     "TORCH_LOGS",
     "TORCH_TRACE",
     "TORCH_COMPILE_DEBUG",

@@ -60,7 +60,7 @@ def register() -> None:
         return
     import torch
 
-    from . import autocast, device_module, tensor
+    from . import accelerator, autocast, device_module, tensor
 
     current = torch._C._get_privateuse1_backend_name()
     if current != DEVICE:
@@ -79,6 +79,7 @@ def register() -> None:
         )
     tensor.install_fallback()
     autocast.install()
+    accelerator.install()
     env = os.environ.get(ENV_PROFILE)
     if env:
         set_profile(load_profile(env))

@@ -19,6 +19,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from . import faults
@@ -26,6 +28,8 @@ from .dynamo_skip import skip_recursively
 from .faults import DEVICE
 
 _CPU = torch.device("cpu")
+# What a sim tensor holds while AOTAutograd traces through it, instead of CPU data.
+_TRACED_INNER = (FakeTensor, FunctionalTensor)
 _META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _SET_META = torch.ops.aten.set_.source_Storage_storage_offset
 
@@ -174,11 +178,13 @@ def _run(func, args, kwargs):
 
     flat, spec = tree_flatten((args, kwargs))
     cpu_flat, in_dtypes, sim_in, cpu_big, to_sim = [], set(), False, False, None
+    tracing = False
     for x in flat:
         if isinstance(x, SimTensor):
             sim_in = True
             in_dtypes.add(x.dtype)
             x = x._cpu
+            tracing = tracing or isinstance(x, _TRACED_INNER)
         elif isinstance(x, torch.Tensor):
             if x.dim() > 0 and x.device.type == "cpu":
                 cpu_big = True
@@ -192,6 +198,10 @@ def _run(func, args, kwargs):
         cpu_flat.append(x)
     if to_sim is None:
         to_sim = True
+    if tracing:
+        # AOTAutograd traces through sim with fake inner tensors: the graph records the ops;
+        # the profile applies when the compiled graph runs on sim kernels (see compiler.py).
+        profile = None
     if sim_in and cpu_big and base_name not in _CPU_ARGS_OK:
         raise RuntimeError(
             "Expected all tensors to be on the same device, but found at least two devices, "

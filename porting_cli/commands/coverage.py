@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from porting_cli.options import device_option, format_option, sim_profile_option
@@ -31,6 +29,7 @@ def command(device, sim_profile, kinds, summary, fmt) -> None:
     from op_db.inventory import KINDS, coverage_summary, dispatcher_coverage
     from porting_cli.options import resolve_device
     from reports.render.coverage import coverage_table
+    from reports.sanitize import dumps_json, echo
 
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -40,10 +39,10 @@ def command(device, sim_profile, kinds, summary, fmt) -> None:
     counts = coverage_summary(rows)
     listed = [] if summary else [(op, kind) for op, kind in rows if not kinds or kind in kinds]
     if fmt == "json":
-        click.echo(json.dumps({
+        echo(dumps_json({
             "schema": 1, "device": device_string, "backend": adapter.name,
             "dispatch_key": adapter.dispatch_key, "simulated": bool(adapter.simulated),
             "summary": counts, "ops": [{"op": op, "kind": kind} for op, kind in listed],
         }, indent=2))
     else:
-        click.echo(coverage_table(device_string, adapter.dispatch_key, bool(adapter.simulated), counts, listed))
+        echo(coverage_table(device_string, adapter.dispatch_key, bool(adapter.simulated), counts, listed))

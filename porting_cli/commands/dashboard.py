@@ -19,6 +19,12 @@ def command(db_paths: tuple[str, ...], output: str) -> None:
     """
     from op_db.store import default_path
     from reports.dashboard import build_dashboard
+    from reports.sanitize import echo
 
-    written = build_dashboard(list(db_paths) or [default_path()], output)
-    click.echo(f"wrote {output}/index.html: {written['series']} series, {written['runs']} runs, {written['ops']} op pages")
+    try:
+        written = build_dashboard(list(db_paths) or [default_path()], output)
+    except OSError as exc:  # the databases are read through the store, so this is the site's folder
+        from op_db.errors import InputError
+
+        raise InputError(f"cannot write the dashboard to {exc.filename or output}: {exc.strerror or exc}.") from None
+    echo(f"wrote {output}/index.html: {written['series']} series, {written['runs']} runs, {written['ops']} op pages")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from porting_cli.options import format_option
@@ -15,9 +13,10 @@ def command(fmt: str) -> None:
     """List every known backend: availability, device count, versions, dispatch key."""
     from conformance import backends
     from reports.render.devices import devices_table
+    from reports.sanitize import dumps_json, echo
 
     rows = [backends.get(name).describe() for name in backends.names()]
     if fmt == "json":
-        click.echo(json.dumps({"schema": 1, "devices": rows}, indent=2))
+        echo(dumps_json({"schema": 1, "devices": rows}, indent=2))
     else:
-        click.echo(devices_table(rows))
+        echo(devices_table(rows))

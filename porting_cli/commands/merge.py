@@ -14,14 +14,18 @@ def command(inputs: tuple[str, ...], output: str) -> None:
 
     Shards belong together when they share `run_group` (set by the run
     commands from --run-group / $NEURON_CHECK_RUN_GROUP), else when backend,
-    device, versions, git revision, options and the command line minus
-    --shard are equal.
+    device, versions, git revision, shard count and every recorded option but
+    --shard and --jobs are equal (--db, --junit and other output paths are
+    not options of a run). An unsharded run, or a shard seen twice, stays a
+    run of its own.
 
     \b
     neuron-check merge shard-0.db shard-1.db shard-2.db -o nightly.db
     """
     from op_db.merge import merge_stores
+    from reports.sanitize import echo
 
     for run in merge_stores(list(inputs), output):
         note = f", {run['duplicate_items']} items found in two shards" if run["duplicate_items"] else ""
-        click.echo(f"run {run['id']}: {run['results']} results from {run['shards']} shard(s){note}")
+        status = f" ({run['status']})" if run["status"] != "finished" else ""
+        echo(f"run {run['id']}: {run['results']} results from {run['shards']} shard(s){note}{status}")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from porting_cli.options import (
     db_option, device_option, engine_options, executor_options, format_option, sim_profile_option, split_list,
 )
+from porting_cli.options import series_option
 
 SUITE = "model"
 
@@ -35,9 +34,10 @@ SUITE = "model"
 @format_option("table", "json")
 @engine_options(default_timeout=300.0)
 @executor_options
+@series_option
 def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_backend, grad, generate, attn,
             no_divergence, list_only, check_build, fmt, jobs, timeout_s, seed, resume, junit_path, fail_on,
-            strict_fallback, run_group, executor, ray_address) -> int:
+            strict_fallback, run_group, executor, ray_address, series=None) -> int:
     """Build tiny Transformers models from their default configs and run them on a device:
     logits (and with --grad gradients, with --generate greedy tokens) against CPU.
 
@@ -53,17 +53,26 @@ def command(device, sim_profile, db_path, archs, tasks, dtypes, modes, compile_b
         _list(split_list(archs), split_list(tasks), check_build, fmt, jobs)
         return 0
     from op_db.store import Store
-    from porting_cli.options import executor_settings, fail_statuses, resolve_device, resume_run, run_and_report
+    from porting_cli.options import (
+        check_outputs, executor_settings, fail_statuses, resolve_device, resume_run, run_and_report, selection,
+    )
+    from porting_cli.resume import requested_sim_profile
 
     failing = fail_statuses(fail_on, strict_fallback)
+    check_outputs(junit_path)
+    fresh = {"suite": SUITE, "archs": selection(archs, "--arch"), "tasks": selection(tasks, "--task"),
+             "dtypes": selection(dtypes, "--dtype"), "modes": selection(modes, "--mode"), "grad": grad,
+             "generate": generate, "attn": attn, "divergence": not no_divergence, "seed": seed,
+             "compile_backend": compile_backend, "run_group": run_group, "series": series}
     store = Store.open(db_path)
     if resume is not None:
-        run_id, saved, adapter, device_string = resume_run(store, resume, SUITE, "models")
+        run_id, saved, adapter, device_string = resume_run(
+            store, resume, SUITE, "models",
+            {**fresh, "timeout_s": timeout_s, "sim_profile": requested_sim_profile(sim_profile)},
+            renamed={"no_divergence": "divergence"})
+        timeout_s = saved.get("timeout_s", timeout_s)
     else:
-        saved = {"suite": SUITE, "archs": split_list(archs), "tasks": split_list(tasks), "dtypes": split_list(dtypes),
-                 "modes": split_list(modes), "grad": grad, "generate": generate, "attn": attn,
-                 "divergence": not no_divergence, "seed": seed, "compile_backend": compile_backend,
-                 "run_group": run_group}
+        saved = fresh
         adapter, device_string = resolve_device(device, sim_profile)
     items = plan(saved["archs"], saved["tasks"], saved["dtypes"], saved["modes"], saved["grad"], saved["generate"])
     config = _config(adapter, device_string, saved, jobs, timeout_s).with_(**executor_settings(executor, ray_address))
@@ -113,17 +122,20 @@ def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs:
         counts["types"] += 1
         if check_build and row["build"] == OK:
             counts["built"] += 1
+    from reports.sanitize import dumps_json, echo, for_terminal
+
     if fmt == "json":
-        click.echo(json.dumps({"schema": 1, "models": rows, "summary": summary}, indent=2))
+        echo(dumps_json({"schema": 1, "models": rows, "summary": summary}, indent=2))
         return
     from tabulate import tabulate
 
     headers = ["model_type", "task", "class"] + (["build"] if check_build else [])
-    table = [[r["model_type"], r["task"], r["class_name"]] + ([_short(r["build"])] if check_build else []) for r in rows]
-    click.echo(tabulate(table, headers=headers))
+    table = [[r["model_type"], r["task"], r["class_name"]]
+             + ([for_terminal(_short(r["build"]), one_line=True)] if check_build else []) for r in rows]
+    echo(tabulate(table, headers=headers))
     totals = [[task, c["types"]] + ([c["built"]] if check_build else []) for task, c in summary.items()]
-    click.echo("")
-    click.echo(tabulate(totals, headers=["task", "types"] + (["built"] if check_build else [])))
+    echo("")
+    echo(tabulate(totals, headers=["task", "types"] + (["built"] if check_build else [])))
 
 
 def _short(text: str, limit: int = 90) -> str:

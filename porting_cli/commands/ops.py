@@ -7,6 +7,7 @@ import click
 from porting_cli.options import (
     db_option, device_option, engine_options, executor_options, sim_profile_option, split_list,
 )
+from porting_cli.options import series_option
 
 SUITE = "opinfo"
 
@@ -32,9 +33,10 @@ SUITE = "opinfo"
               "toward-zero, stochastic or double-rounding. Default: anything but toward-zero and double-rounding.")
 @engine_options(default_timeout=120.0)
 @executor_options
+@series_option
 def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, compile_backend, shard, max_samples,
-            reference_inputs, expect_rounding, jobs, timeout_s, seed, resume, junit_path, fail_on, strict_fallback, run_group,
-            executor, ray_address) -> int:
+            reference_inputs, expect_rounding, jobs, timeout_s, seed, resume, junit_path, fail_on, strict_fallback,
+            run_group, executor, ray_address, series=None) -> int:
     """Run OpInfo ops on a device and compare every sample with CPU.
 
     \b
@@ -59,21 +61,30 @@ def command(device, sim_profile, db_path, ops, exclude, dtypes, grad, mode, comp
     from op_db.errors import InputError
     from op_db.inventory import store_coverage
     from op_db.store import Store
-    from porting_cli.options import fail_statuses, resolve_device, resume_run, run_and_report
+    from porting_cli.options import (
+        check_outputs, fail_statuses, resolve_device, resume_run, run_and_report, selection,
+    )
+    from porting_cli.resume import requested_sim_profile
 
     failing = fail_statuses(fail_on, strict_fallback)
+    check_outputs(junit_path)
+    requested = PlanOptions(ops=tuple(selection(ops, "--ops")), exclude=tuple(split_list(exclude)),
+                            dtypes=tuple(parse_dtypes(selection(dtypes, "--dtype"))), grad=grad, mode=mode,
+                            shard=shard)
+    parse_shard(shard)
+    fresh = {"suite": SUITE, **requested.to_dict(), "max_samples": max_samples, "reference_inputs": reference_inputs,
+             "seed": seed, "compile_backend": compile_backend, "run_group": run_group, "series": series,
+             "expect_rounding": expect_rounding}
     store = Store.open(db_path)
     if resume is not None:
-        run_id, saved, adapter, device_string = resume_run(store, resume, SUITE, "ops")
+        run_id, saved, adapter, device_string = resume_run(
+            store, resume, SUITE, "ops",
+            {**fresh, "timeout_s": timeout_s, "sim_profile": requested_sim_profile(sim_profile)})
         plan_options = PlanOptions.from_dict(saved)
+        timeout_s = saved.get("timeout_s", timeout_s)
     else:
-        plan_options = PlanOptions(ops=tuple(split_list(ops)), exclude=tuple(split_list(exclude)),
-                                   dtypes=tuple(parse_dtypes(split_list(dtypes))), grad=grad, mode=mode, shard=shard)
-        parse_shard(shard)
+        plan_options, saved = requested, fresh
         adapter, device_string = resolve_device(device, sim_profile)
-        saved = {"suite": SUITE, **plan_options.to_dict(), "max_samples": max_samples,
-                 "reference_inputs": reference_inputs, "seed": seed, "compile_backend": compile_backend,
-                 "run_group": run_group, "expect_rounding": expect_rounding}
 
     config = RunConfig(backend=adapter.name, device=device_string, mode=plan_options.mode,
                        compile_backend=saved.get("compile_backend"), jobs=jobs, timeout_s=timeout_s,

@@ -8,6 +8,7 @@ child process and in the parent's reading of --against profiles.
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -77,14 +78,19 @@ def _display(path: str) -> str:
 
 
 def _fix(script: str, write: bool, fix_file) -> int:
+    from reports.sanitize import echo
+
     result = fix_file(script, write=write)
     if not write:
-        click.echo(result.diff(), nl=False)
+        if sys.stdout.isatty():
+            echo(result.diff(), nl=False)  # to be read: the script's lines are untrusted text
+        else:
+            sys.stdout.write(result.diff())  # to be applied (`| git apply`): byte for byte
         return 0
     if not result.changed:
-        click.echo(f"{script}: nothing to fix automatically ({len(result.remaining)} finding(s) need a person).")
+        echo(f"{script}: nothing to fix automatically ({len(result.remaining)} finding(s) need a person).")
         return 0
-    click.echo(f"{script}: applied {len(result.applied)} fix(es); the original is kept as {script}.orig; "
+    echo(f"{script}: applied {len(result.applied)} fix(es); the original is kept as {script}.orig; "
                f"{len(result.remaining)} finding(s) need a person.")
     return 0
 
@@ -112,6 +118,7 @@ def _runtime(script: str, args: list[str], device: str | None, sim_profile: str 
 
 def _emit(report: dict, fmt: str, output: str | None) -> None:
     from reports.render import porting
+    from reports.sanitize import echo
 
     text = porting.render(report, fmt)
     if output:
@@ -122,6 +129,6 @@ def _emit(report: dict, fmt: str, output: str | None) -> None:
             from op_db.errors import InputError
 
             raise InputError(f"cannot write {output}: {exc.strerror or exc}.") from None
-        click.echo(f"{report['verdict']}: report written to {output}", err=True)
+        echo(f"{report['verdict']}: report written to {output}", err=True)
     else:
-        click.echo(text, nl=not text.endswith("\n"))
+        echo(text, nl=not text.endswith("\n"))

@@ -25,10 +25,11 @@ def export(db_path: str | None, run_spec: str, output: str) -> None:
     """
     from op_db.profile import export_profile
     from op_db.store import open_for_reading
+    from reports.sanitize import echo
 
     with open_for_reading(db_path) as store:
         profile = export_profile(store, run_spec, output)
-    click.echo(
+    echo(
         f"wrote {output}: {len(profile['unsupported_ops'])} unsupported ops, "
         f"{len(profile['fallback_ops'])} fallback ops, {len(profile['unsupported_dtypes'])} unsupported dtypes"
     )

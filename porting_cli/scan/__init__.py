@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .engine import analyze, read_source
+from .engine import analyze_cached, read_source
 from .model import EffortSummary, Finding, ScanError, ScanResult
 from .rules import RULES, RULES_BY_ID, Rule, rules_markdown
 
@@ -21,7 +21,7 @@ __all__ = ["EffortSummary", "Finding", "RULES", "RULES_BY_ID", "Rule", "ScanErro
 
 def scan_source(text: str, path: str = "<string>") -> ScanResult:
     """Scan Python source text; raises ScanError on a syntax error."""
-    analysis = analyze(text, path)
+    analysis = analyze_cached(text, path)
     return ScanResult(path=path, findings=analysis.findings, lines=analysis.lines)
 
 

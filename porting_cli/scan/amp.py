@@ -20,10 +20,19 @@ def module_name(node: cst.BaseExpression | None) -> str:
 
 class AmpVisitor(ReferenceFamily):
     family = "amp"
-    triggers = (r"cuda",)
+    triggers = (r"cuda", r"apex")
     claims = ("torch.cuda.amp",)
 
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in self.ctx.flow.amp_wrappers \
+                and self.ctx.line_of(node) in self.ctx.flow.amp_wrapper_calls:
+            self.report(node, "NC306", detail=f"`{func.value}`")
+
     def on_reference(self, node, qn: str) -> None:
+        if qn.startswith("apex.amp."):
+            self.report(node, "NC305", detail=f"`{qn}`")
+            return
         if not qn.startswith("torch.cuda.amp"):
             return
         call = self.call_of(node)

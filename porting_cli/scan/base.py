@@ -18,6 +18,7 @@ from typing import Callable, ClassVar
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from .dataflow import DeviceFlow
 from .model import Finding
 from .rules import RULES_BY_ID
 
@@ -27,11 +28,15 @@ Edit = Callable[[cst.CSTNode], cst.CSTNode]
 class Context:
     """Per-file state shared by the visitors of one scan."""
 
-    def __init__(self, path: str, lines: list[str], aliases: dict[str, str], device_name: str):
+    def __init__(self, path: str, lines: list[str], aliases: dict[str, str], device_name: str,
+                 flow: DeviceFlow | None = None, skip_lines: frozenset[int] = frozenset()):
         self.path = path
         self.lines = lines
         self.aliases = aliases
         self.device_name = device_name  # the module-level name the fixes bind the device to
+        self.flow = flow or DeviceFlow()
+        self.skip_lines = skip_lines      # neuron-check's own prelude in a fixed file: never reported
+        self.prelude: set[str] = set()    # the prelude parts the edits use (see porting_cli.fix)
         self.findings: list[Finding] = []
         self.positions = None  # PositionProvider's mapping, when the engine resolved it
         # the tree may hold only some chunks of the file: tree line -> file line
@@ -82,10 +87,35 @@ class Context:
             inner = inner.value
         return qn
 
+    def kinds_of(self, node: cst.CSTNode) -> set[str]:
+        """What the data flow knows about the value of ``node`` (a call argument)."""
+        pos = self.positions.get(node) if self.positions is not None else None
+        if pos is None:
+            return set()
+        return self.flow.at(self.file_line(pos.start.line), pos.start.column)
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        pos = self.positions.get(node) if self.positions is not None else None
+        return self.file_line(pos.start.line) if pos is not None else 0
+
     # -- fix helpers -----------------------------------------------------------
     def device(self) -> cst.Name:
         self.needs_device = True
+        self.prelude.add("device")
         return cst.Name(self.device_name)
+
+    def tested_type(self) -> cst.Name:
+        """The name of the device type that CUDA tests compare with (see porting_cli.fix)."""
+        self.device()
+        self.prelude.add("type")
+        return cst.Name(prelude_names(self.device_name)["type"])
+
+    def helper(self, part: str, *args: cst.BaseExpression) -> cst.Call:
+        """A call of one of the prelude's helper functions."""
+        self.device()
+        self.prelude.add(part)
+        return cst.Call(func=cst.Name(prelude_names(self.device_name)[part]),
+                        args=[cst.Arg(a) for a in args])
 
     def device_type(self) -> cst.Attribute:
         return cst.Attribute(value=self.device(), attr=cst.Name("type"))
@@ -93,6 +123,13 @@ class Context:
     def indexed_device(self, index: cst.BaseExpression) -> cst.Call:
         """``torch.device(DEVICE.type, index)``."""
         return cst.Call(func=expr("torch.device"), args=[cst.Arg(self.device_type()), cst.Arg(index)])
+
+
+def prelude_names(device_name: str) -> dict[str, str]:
+    """The names the prelude of a fixed file binds, derived from the device's name."""
+    low = device_name.lower()
+    return {"device": device_name, "type": f"{device_name}_TYPE", "device_for": f"{low}_for",
+            "bf16": f"{low}_supports_bf16", "memory": f"{low}_memory"}
 
 
 def expr(code: str) -> cst.BaseExpression:
@@ -223,6 +260,8 @@ class FamilyVisitor(cst.BatchableCSTVisitor):
         rule = RULES_BY_ID[rule_id]
         pos = ctx.positions[node] if ctx.positions is not None else self.get_metadata(PositionProvider, node)
         line = ctx.file_line(pos.start.line)
+        if line in ctx.skip_lines:
+            return
         source = ctx.lines[line - 1].rstrip("\r\n") if line <= len(ctx.lines) else ""
         message = rule.message if detail is None else f"{rule.message}: {detail}"
         target = node if edit_node is None else edit_node

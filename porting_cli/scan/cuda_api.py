@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import ReferenceFamily, expr, guarded, guarded_statement
+from .base import ReferenceFamily, expr, guarded, guarded_statement, int_value, positional, string_value
+from .dataflow import INDEX
 
 UNGUARDED = None
 
@@ -31,23 +32,43 @@ API: dict[str, tuple[str, str, str | None]] = {
     "reset_accumulated_memory_stats": ("NC207", "torch.accelerator.reset_accumulated_memory_stats",
                                        "None"),
     "mem_get_info": ("NC207", "torch.accelerator.get_memory_info", "(0, 0)"),
-    "manual_seed": ("NC208", "torch.manual_seed", UNGUARDED),
-    "manual_seed_all": ("NC208", "torch.manual_seed", UNGUARDED),
+    # the accelerator's own generator, as on CUDA (torch.manual_seed would reseed the CPU too)
+    "manual_seed": ("NC208", "torch.get_device_module({device}).manual_seed", "None"),
+    "manual_seed_all": ("NC208", "torch.get_device_module({device}).manual_seed_all", "None"),
     "get_device_name": ("NC209", "", None),
     "get_device_properties": ("NC209", "", None),
     "get_device_capability": ("NC209", "", None),
     "device": ("NC210", "", None),
+    "is_bf16_supported": ("NC212", "", None),
 }
+#: references reported whole, by rule (the prefix of the qualified name)
+OTHER_API = (("torch.cuda.nvtx", "NC211"), ("torch.version.cuda", "NC213"),
+             ("torch.profiler.ProfilerActivity.CUDA", "NC216"),
+             ("torch.autograd.ProfilerActivity.CUDA", "NC216"))
+MEMORY_PREFIXES = ("memory_", "max_memory_", "reset_max_memory_", "caching_allocator_", "memory.")
 
 
 class CudaApiVisitor(ReferenceFamily):
     family = "cuda-api"
-    triggers = (r"cuda",)
+    triggers = (r"cuda", r"pin_memory")
 
     #: torch.cuda names other families report (filled by the engine from their claims)
     claimed: tuple[str, ...] = ()
 
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "pin_memory" and not node.args:
+            self.report(node, "NC214")
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "pin_memory" and not (
+                    isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+                self.report(arg, "NC214")
+
     def on_reference(self, node, qn: str) -> None:
+        for prefix, rule in OTHER_API:
+            if qn == prefix or qn.startswith(prefix + "."):
+                self.report(node, rule, detail=f"`{qn}`")
+                return
         if qn != "torch.cuda" and not qn.startswith("torch.cuda."):
             return
         name = qn[len("torch.cuda."):]
@@ -55,31 +76,69 @@ class CudaApiVisitor(ReferenceFamily):
             name = name[len("memory."):]
         entry = API.get(name)
         if entry is None:
-            if not qn.startswith(self.claimed):
+            if qn.startswith(self.claimed):
+                return
+            if name.startswith(MEMORY_PREFIXES) or qn.startswith("torch.cuda.memory."):
+                self.report(node, "NC215", detail=f"`{qn}`")
+            else:
                 self.report(node, "NC299", detail=f"`{qn}`")
             return
         rule, replacement, default = entry
+        if rule == "NC212":
+            call = self.call_of(node)
+            if call is None:
+                self.report(node, rule)
+            else:
+                self.report(node, rule, edit_node=call, edit=lambda c: self.ctx.helper("bf16").with_changes(
+                    args=c.args))
+            return
         if not replacement:
             self.report(node, rule)
             return
         call = self.call_of(node)
+        if rule == "NC207" and call is not None:  # backends without a device allocator raise there
+            def memory_edit(c: cst.Call, name=replacement.rpartition(".")[2], default=default) -> cst.Call:
+                base = self.ctx.helper("memory", cst.SimpleString(f'"{name}"'), expr(default))
+                return base.with_changes(args=[*base.args, *c.args])
+            self.report(node, rule, edit_node=call, edit=memory_edit)
+            return
         if call is None:  # a reference that is not called: only plain renames are safe
             if default is UNGUARDED:
                 self.report(node, rule, edit=lambda _: expr(replacement))
             else:
                 self.report(node, rule)
             return
-        new_func = lambda: expr(replacement)  # noqa: E731
+        def new_func(updated: cst.Call) -> cst.Call:
+            code = replacement.format(device=self.ctx.device().value) if "{device}" in replacement \
+                else replacement
+            return updated.with_changes(func=expr(code))
         if default is UNGUARDED:
-            self.report(node, rule, edit=lambda c: c.with_changes(func=new_func()), edit_node=call)
+            self.report(node, rule, edit=new_func, edit_node=call)
             return
+        if rule == "NC204":  # set_device("cuda:1") / set_device(torch.device(...)): an index for any backend
+            new_func = self._set_device(call, new_func)
         line = self.ctx.sole_call_stmt.get(id(call))
         if line is not None:
             def edit(updated: cst.SimpleStatementLine) -> cst.If:
                 stmt = updated.body[0]
-                new_call = stmt.value.with_changes(func=new_func())
+                new_call = new_func(stmt.value)
                 return guarded_statement(updated.with_changes(body=[stmt.with_changes(value=new_call)]))
             self.report(node, rule, edit=edit, edit_node=line)
         else:
-            self.report(node, rule, edit=lambda c: guarded(c.with_changes(func=new_func()), default),
-                        edit_node=call)
+            self.report(node, rule, edit=lambda c: guarded(new_func(c), default), edit_node=call)
+
+    def _set_device(self, call: cst.Call, rename):
+        """The rewrite of `torch.cuda.set_device(x)`: an index stays, "cuda:N" becomes N, anything
+        else (a torch.device, a string of unknown value) goes through the prelude's `device_for`."""
+        args = positional(call)
+        if len(args) != 1:
+            return rename
+        value = args[0].value
+        literal = string_value(value)
+        if int_value(value) is not None or INDEX in self.ctx.kinds_of(value):
+            return rename
+        if literal is not None and literal.startswith("cuda:") and literal[5:].isdigit():
+            index = literal[5:]
+            return lambda c: rename(c).with_changes(args=[cst.Arg(cst.Integer(index))])
+        return lambda c: rename(c).with_changes(
+            args=[cst.Arg(self.ctx.helper("device_for", positional(c)[0].value))])

@@ -8,13 +8,17 @@ from .base import ReferenceFamily, expr, string_value
 
 NCCL_API = ("torch.distributed.is_nccl_available", "torch.distributed.ProcessGroupNCCL",
             "torch.cuda.nccl")
+DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                           "torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.DataParallel",
+                           "torch.nn.parallel.data_parallel.data_parallel"})
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
                  "torch.nn.parallel.distributed.DistributedDataParallel"})
 
 
 class DistributedVisitor(ReferenceFamily):
     family = "distributed"
-    triggers = (r"nccl", r"NCCL", r"device_ids", r"output_device")
+    triggers = (r"nccl", r"NCCL", r"device_ids", r"output_device", r"DataParallel", r"data_parallel",
+                r"apex")
     claims = ("torch.cuda.nccl",)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
@@ -39,9 +43,13 @@ class DistributedVisitor(ReferenceFamily):
                 if isinstance(value, cst.IfExp) and isinstance(value.orelse, cst.Name) \
                         and value.orelse.value == "None":  # already guarded
                     continue
-                self.report(arg, "NC503", edit=lambda a: a.with_changes(value=cst.IfExp(
-                    test=expr("torch.accelerator.is_available()"), body=a.value, orelse=cst.Name("None"))))
+                self.report(arg, "NC503", edit_node=value, edit=lambda v: cst.IfExp(
+                    test=expr("torch.accelerator.is_available()"), body=v, orelse=cst.Name("None")))
 
     def on_reference(self, node, qn: str) -> None:
         if qn.startswith(NCCL_API):
             self.report(node, "NC502", detail=f"`{qn}`")
+        elif qn in DATA_PARALLEL:
+            self.report(node, "NC504", detail=f"`{qn}`")
+        elif qn.startswith("apex.parallel."):
+            self.report(node, "NC505", detail=f"`{qn}`")

@@ -23,8 +23,9 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
-from .base import Context, ContextVisitor, Dispatcher
+from .base import Context, ContextVisitor, Dispatcher, prelude_names
 from .cuda_api import CudaApiVisitor
+from .dataflow import INDEX, STRING, device_flow
 from .device import DevicePlacementVisitor
 from .distributed import DistributedVisitor
 from .dtypes import Float64Visitor
@@ -43,6 +44,7 @@ TRIGGERS = "|".join(f"(?:{t})" for family in FAMILIES for t in family.triggers)
 TRIGGER_RE = re.compile(TRIGGERS, re.IGNORECASE)
 LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 DEFAULT_DEVICE_NAME = "DEVICE"
+PRELUDE_MARK = "# neuron-check:"
 
 
 def split_lines(text: str) -> list[str]:
@@ -196,12 +198,52 @@ def reduce_source(lines: list[str], tree: ast.Module, candidates: list[int]) -> 
     return [(first - 1, "".join(out[first - 1:last])) for first, last in ranges]
 
 
+def bound_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def choose_device_name(tree: ast.Module, skip_lines: frozenset[int] = frozenset()) -> str:
+    """A module-level name for the device that the file does not use (nor its derived names);
+    names bound by neuron-check's own prelude (a file fixed before) are free to reuse."""
+    names = bound_names(ast.Module(body=[s for s in tree.body if s.lineno not in skip_lines],
+                                   type_ignores=[]))
+    candidates = ["DEVICE", "ACCEL_DEVICE", "NEURON_CHECK_DEVICE", *(f"ACCEL_DEVICE_{n}" for n in range(2, 100))]
+    for candidate in candidates:
+        if not names & set(prelude_names(candidate).values()):
+            return candidate
+    return "NEURON_CHECK_ACCEL_DEVICE"
+
+
+def prelude_lines(tree: ast.Module, lines: list[str]) -> frozenset[int]:
+    """Lines of top-level statements that neuron-check's fix added (each follows a comment
+    line starting with PRELUDE_MARK); a second scan of a fixed file leaves them alone."""
+    found: set[int] = set()
+    for stmt in tree.body:
+        first = _start(stmt)[0]
+        above = first - 2
+        while above >= 0 and not lines[above].strip():
+            above -= 1
+        if above >= 0 and lines[above].lstrip().startswith(PRELUDE_MARK):
+            found.update(range(first, (stmt.end_lineno or first) + 1))
+    return frozenset(found)
+
+
 @dataclasses.dataclass
 class Analysis:
     """A parsed file and what the rule families found in it."""
 
     text: str
-    module: cst.Module | None  # the full tree (``reduce=False`` only)
+    module: cst.Module | None  # the tree libcst parsed: the whole file, or its chunks (``reduce``)
     ctx: Context | None
     findings: list[Finding]
     lines: int
@@ -209,14 +251,21 @@ class Analysis:
 
 
 def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
-            device_name: str = DEFAULT_DEVICE_NAME) -> Analysis:
+            device_name: str | None = None) -> Analysis:
+    """Parse ``text`` and run every rule family; ``device_name`` (default: a free name) is
+    what the fixes call the device."""
     tree = parse_python(text, path)
     lines = split_lines(text.removeprefix("\ufeff"))
     aliases = collect_imports(tree)
-    candidates = candidate_lines(lines, aliases)
+    skip = prelude_lines(tree, lines)
+    flow = device_flow(tree, aliases, lines)
+    found = set(candidate_lines(lines, aliases))
+    found.update(line for (line, _), kinds in flow.sites.items() if kinds & {INDEX, STRING})
+    found.update(flow.fused_lines | flow.amp_wrapper_calls)
+    candidates = sorted(found - skip)
     if not candidates:
         return Analysis(text, None, None, [], len(lines), tree)
-    ctx = Context(path, lines, aliases, device_name)
+    ctx = Context(path, lines, aliases, device_name or choose_device_name(tree, skip), flow, skip)
     if reduce:  # the chunks, one after the other, as one module
         parts, starts, offsets, line = [], [], [], 1
         for offset, chunk in reduce_source(lines, tree, candidates):
@@ -238,4 +287,18 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     ctx.positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     module.visit(Dispatcher([ContextVisitor(ctx, families), *families]))
     findings = sorted(ctx.findings, key=Finding.sort_key)
-    return Analysis(text, None if reduce else module, ctx, findings, len(lines), tree)
+    return Analysis(text, module, ctx, findings, len(lines), tree)
+
+
+_memo: dict[tuple, Analysis] = {}
+
+
+def analyze_cached(text: str, path: str = "<string>") -> Analysis:
+    """`analyze` with the fast path, remembering the last file: the report scans a file and then
+    asks for its patch, and both come from one analysis."""
+    key = (path, len(text), hash(text))
+    found = _memo.get(key)
+    if found is None or found.text != text:
+        _memo.clear()
+        found = _memo[key] = analyze(text, path)
+    return found

@@ -46,5 +46,5 @@ class HuggingFaceVisitor(FamilyVisitor):
 
     def _report(self, arg: cst.Arg, index: int | None) -> None:
         ctx = self.ctx
-        self.report(arg, "NC901", edit=lambda a: a.with_changes(
-            value=ctx.device() if index is None else ctx.indexed_device(cst.Integer(str(index)))))
+        self.report(arg, "NC901", edit_node=arg.value, edit=lambda _: (
+            ctx.device() if index is None else ctx.indexed_device(cst.Integer(str(index)))))

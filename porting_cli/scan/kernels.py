@@ -10,7 +10,7 @@ from .base import ReferenceFamily, keyword, string_value
 CPP_EXT = "torch.utils.cpp_extension"
 TRITON_DECORATORS = frozenset({"triton.jit", "torch.library.triton_op", "torch.library.wrap_triton"})
 
-#: importable name -> advice (the rule NC703 names the library and this advice)
+#: importable name -> advice (NC703 names the library and this advice; NC704 for NO_REPLACEMENT)
 LIBRARIES: dict[str, str] = {
     "apex": "use `torch.amp` for apex.amp, `torch.optim.AdamW(fused=True)` or the default "
             "optimizer where the backend has no fused kernel for FusedAdam, "
@@ -33,6 +33,12 @@ LIBRARIES: dict[str, str] = {
     "liger_kernel": "use the PyTorch modules it replaces (Triton kernels)",
     "triton": "",  # reported as NC702
 }
+#: libraries whose port is new code: their kernels have no PyTorch equivalent to switch to
+NO_REPLACEMENT = frozenset({"bitsandbytes", "cupy", "pycuda", "numba.cuda"})
+#: apex sub-packages that another rule family reports
+APEX_PARTS = {"apex.amp": "NC305", "apex.parallel": "NC505"}
+#: exceptions whose handler makes an import optional (the script has a fallback)
+IMPORT_GUARDS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
 def _library(name: str) -> str | None:
@@ -47,14 +53,41 @@ class KernelsVisitor(ReferenceFamily):
     triggers = (r"cpp_extension", r"CUDAExtension", r"cuda_sources", r"triton",
                 *(lib.replace(".", r"\.") for lib in LIBRARIES))
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.optional_depth = 0  # inside `try:` blocks whose handlers catch ImportError
+
     # -- imports -------------------------------------------------------------
     def _import(self, node: cst.CSTNode, name: str) -> bool:
         lib = _library(name)
-        if lib == "triton":
+        if lib is None:
+            return False
+        part = next((p for p in APEX_PARTS if name == p or name.startswith(p + ".")), None)
+        if self.optional_depth:
+            self.report(node, "NC705", detail=f"`{lib}`")
+        elif part is not None:
+            self.report(node, APEX_PARTS[part], detail=f"`{name}`")
+        elif lib == "triton":
             self.report(node, "NC702", detail="`import triton`")
-        elif lib is not None:
-            self.report(node, "NC703", detail=f"`{lib}`: {LIBRARIES[lib]}")
-        return lib is not None
+        else:
+            rule = "NC704" if lib in NO_REPLACEMENT else "NC703"
+            self.report(node, rule, detail=f"`{lib}`: {LIBRARIES[lib]}")
+        return True
+
+    def visit_Try(self, node: cst.Try) -> None:
+        if any(self._guards_import(h) for h in node.handlers):
+            self.optional_depth += 1
+
+    def leave_Try(self, original_node: cst.Try) -> None:
+        if any(self._guards_import(h) for h in original_node.handlers):
+            self.optional_depth -= 1
+
+    def _guards_import(self, handler: cst.ExceptHandler) -> bool:
+        kind = handler.type
+        if kind is None:
+            return True
+        names = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+        return any(self.ctx.qualname(n) in IMPORT_GUARDS for n in names)
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -64,9 +97,14 @@ class KernelsVisitor(ReferenceFamily):
         if node.relative:
             return
         name = module_name(node.module)
-        if self._import(node, name) or isinstance(node.names, cst.ImportStar):
+        names = [] if isinstance(node.names, cst.ImportStar) else list(node.names)
+        if name == "apex" and names:  # from apex import amp, optimizers
+            for alias in names:
+                self._import(alias, f"apex.{module_name(alias.name)}")
             return
-        for alias in node.names:  # from numba import cuda
+        if self._import(node, name):
+            return
+        for alias in names:  # from numba import cuda
             if self._import(alias, f"{name}.{module_name(alias.name)}"):
                 return
 

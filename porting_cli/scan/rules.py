@@ -29,6 +29,9 @@ class Rule:
     effort: str
     message: str
     fixable: bool = False
+    #: the port needs new code (a kernel, a replacement for a library that has none); only
+    #: these findings, and ops missing on the target, make the verdict `blocked`
+    blocks: bool = False
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES or self.effort not in EFFORTS:
@@ -45,15 +48,28 @@ RULES: tuple[Rule, ...] = (
     _R("NC102", "device", "cuda-device-string", "error", "none",
        "hard-coded \"cuda\" device; use the current accelerator "
        f"(`{DEVICE_EXPR}`, or its `.type` where a device type string is wanted)", True),
-    _R("NC103", "device", "cuda-device-comparison", "warning", "low",
-       "comparison with the \"cuda\" device type; compare with "
-       "`torch.accelerator.current_accelerator().type` or test `device.type != \"cpu\"`"),
+    _R("NC103", "device", "cuda-device-comparison", "warning", "none",
+       "test for the \"cuda\" device type; test for the current accelerator's type "
+       "(the fix compares with `DEVICE_TYPE`: the accelerator's type, \"cuda\" where there is none)",
+       True),
     _R("NC104", "device", "integer-device", "error", "none",
        "a bare integer device means CUDA device N; use "
        "`torch.device(device.type, N)` with the current accelerator", True),
     _R("NC105", "device", "cuda-tensor-type", "error", "low",
        "legacy `torch.cuda.*Tensor` type; create tensors with `torch.tensor(..., dtype=..., "
        "device=device)` on the current accelerator"),
+    _R("NC106", "device", "device-index-expression", "error", "none",
+       "an integer device index (from LOCAL_RANK/RANK, `mp.spawn`, `torch.cuda.current_device()` or "
+       "a --gpu/--local_rank option) means CUDA device N; use `torch.device(DEVICE.type, index)`", True),
+    _R("NC107", "device", "built-cuda-device-string", "error", "none",
+       "device string built from \"cuda\"; build it from the current accelerator's type "
+       "(`f\"{DEVICE.type}:{index}\"`)", True),
+    _R("NC108", "device", "is-cuda-test", "warning", "none",
+       "`.is_cuda` is False on other accelerators; test `x.device.type` against the current "
+       "accelerator's type", True),
+    _R("NC109", "device", "cuda-only-fused-optimizer", "info", "low",
+       "the fused optimizer is chosen only on CUDA; keep `fused=True` on the backend only if it has "
+       "the fused kernel (`aten._fused_adamw_`), else the default (foreach) implementation runs"),
     # -- torch.cuda APIs -------------------------------------------------------
     _R("NC201", "cuda-api", "cuda-is-available", "warning", "none",
        "`torch.cuda.is_available()` is False on other backends; use `torch.accelerator.is_available()`",
@@ -71,16 +87,34 @@ RULES: tuple[Rule, ...] = (
     _R("NC206", "cuda-api", "cuda-empty-cache", "error", "none",
        "use `torch.accelerator.empty_cache()` (guarded by `torch.accelerator.is_available()`)", True),
     _R("NC207", "cuda-api", "cuda-memory-stats", "error", "none",
-       "use the `torch.accelerator` memory API of the same name (guarded by "
-       "`torch.accelerator.is_available()`)", True),
+       "use the `torch.accelerator` memory API of the same name (guarded: without an accelerator, "
+       "or where the backend's allocator keeps no statistics, the fix returns a default)", True),
     _R("NC208", "cuda-api", "cuda-manual-seed", "warning", "none",
-       "use `torch.manual_seed(seed)`, which seeds every device", True),
+       "seed the current accelerator's generator: `torch.get_device_module(device).manual_seed_all(seed)` "
+       "(guarded by `torch.accelerator.is_available()`; `torch.manual_seed` would reseed the CPU too)", True),
     _R("NC209", "cuda-api", "cuda-device-properties", "info", "low",
        "CUDA device properties have no device-agnostic equivalent; use "
        "`torch.accelerator.current_accelerator()` / `torch.accelerator.get_device_capability()`"),
     _R("NC210", "cuda-api", "cuda-device-context", "warning", "low",
        "use `torch.accelerator.device_index(i)` as the context manager "
        "(it raises without an accelerator)"),
+    _R("NC211", "cuda-api", "cuda-nvtx", "info", "low",
+       "NVTX ranges only mark CUDA timelines; use `torch.profiler.record_function(name)` or drop them"),
+    _R("NC212", "cuda-api", "cuda-bf16-supported", "warning", "low",
+       "ask the current accelerator's device module: "
+       "`torch.get_device_module(device).is_bf16_supported()` where it exists", True),
+    _R("NC213", "cuda-api", "cuda-version", "info", "low",
+       "`torch.version.cuda` is None on other backends; test the accelerator "
+       "(`torch.accelerator.current_accelerator()`) instead of the CUDA version"),
+    _R("NC214", "cuda-api", "pin-memory", "info", "low",
+       "pinned host memory needs the backend's host allocator; keep `pin_memory` only where "
+       "the backend supports it (`pin_memory=torch.accelerator.is_available()` and check the target)"),
+    _R("NC215", "cuda-api", "cuda-memory-other", "warning", "low",
+       "CUDA memory API with no `torch.accelerator` equivalent; use "
+       "`torch.accelerator.memory_stats()` / `memory_allocated()` or drop it"),
+    _R("NC216", "cuda-api", "cuda-profiler-activity", "warning", "low",
+       "`ProfilerActivity.CUDA` traces CUDA kernels only; use "
+       "`torch.profiler.supported_activities()` (or the backend's activity, e.g. `PrivateUse1`)"),
     _R("NC299", "cuda-api", "cuda-other-api", "warning", "medium",
        "CUDA-only `torch.cuda` API; find the backend's equivalent through "
        "`torch.get_device_module(device)` or drop it"),
@@ -95,6 +129,12 @@ RULES: tuple[Rule, ...] = (
     _R("NC304", "amp", "cuda-amp-other", "warning", "low",
        "use the `torch.amp` equivalent with an explicit `device_type` "
        "(e.g. `torch.amp.custom_fwd(device_type=device.type)`)"),
+    _R("NC305", "amp", "apex-amp", "warning", "medium",
+       "apex amp (`amp.initialize`, `amp.scale_loss`) is CUDA-only; use `torch.amp.autocast(device.type)` "
+       "and `torch.amp.GradScaler(device.type)`"),
+    _R("NC306", "amp", "cuda-amp-wrapper", "info", "low",
+       "this class wraps the CUDA-only `torch.cuda.amp` API; port the class (its own findings), "
+       "then its users need no change"),
     # -- cuDNN / TF32 flags ----------------------------------------------------
     _R("NC401", "backend-flags", "cudnn-flag", "info", "low",
        "cuDNN flag, ignored by other backends; for determinism use "
@@ -114,6 +154,12 @@ RULES: tuple[Rule, ...] = (
     _R("NC503", "distributed", "ddp-device-ids", "warning", "low",
        "`device_ids`/`output_device` must be None for CPU modules; pass them only when "
        "`torch.accelerator.is_available()`", True),
+    _R("NC504", "distributed", "data-parallel", "warning", "medium",
+       "`nn.DataParallel` splits batches over CUDA devices only; use DistributedDataParallel "
+       "(one process per device) or one device"),
+    _R("NC505", "distributed", "apex-parallel", "warning", "medium",
+       "apex.parallel is CUDA-only; use `torch.nn.parallel.DistributedDataParallel` and "
+       "`torch.nn.SyncBatchNorm`"),
     # -- streams, events, graphs -----------------------------------------------
     _R("NC601", "streams", "cuda-stream", "warning", "low",
        "use `torch.Stream(device)` instead of `torch.cuda.Stream()`", True),
@@ -128,12 +174,18 @@ RULES: tuple[Rule, ...] = (
     # -- custom kernels and CUDA-only libraries ---------------------------------
     _R("NC701", "kernels", "cuda-extension", "error", "high",
        "custom CUDA extension; register the op with `torch.library` and give it a kernel for "
-       "the backend (an NKI kernel on Trainium) plus a PyTorch reference implementation"),
+       "the backend (an NKI kernel on Trainium) plus a PyTorch reference implementation",
+       blocks=True),
     _R("NC702", "kernels", "triton-kernel", "error", "high",
        "Triton kernel; runs only where the backend has a Triton compiler: write it with PyTorch "
-       "ops (and `torch.compile`) or as a backend kernel (NKI on Trainium)"),
-    _R("NC703", "kernels", "cuda-only-library", "error", "high",
-       "CUDA-only library"),
+       "ops (and `torch.compile`) or as a backend kernel (NKI on Trainium)", blocks=True),
+    _R("NC703", "kernels", "cuda-only-library", "error", "medium",
+       "CUDA-only library with a PyTorch replacement"),
+    _R("NC704", "kernels", "cuda-only-library-no-replacement", "error", "high",
+       "CUDA-only library with no PyTorch replacement: the port needs new code", blocks=True),
+    _R("NC705", "kernels", "optional-cuda-library", "info", "low",
+       "CUDA-only library imported with a fallback (`except ImportError`); check that the fallback "
+       "path is the one taken on the backend"),
     # -- float64 ---------------------------------------------------------------
     _R("NC801", "dtype", "float64-dtype", "warning", "medium",
        "64-bit floating dtype; Trainium has no float64: use `torch.float32` "

@@ -11,6 +11,7 @@ from typing import Any
 
 from op_db.records import STATUS_ORDER
 from reports.model import Report
+from reports.sanitize import for_html
 
 
 @functools.lru_cache(maxsize=1)
@@ -20,6 +21,7 @@ def environment():
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=True,  # results carry exception text, op names, user paths
+        finalize=for_html,  # ...and control characters, lone surrogates: shown escaped, never raw
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from pathlib import Path
 from typing import IO
 
+from op_db.errors import InputError
 from op_db.records import FAILING, Result, Status
+from reports.sanitize import for_xml
 
 SKIPPED = frozenset({Status.SKIP, Status.REF_ERROR})
 
@@ -20,24 +23,24 @@ SKIPPED = frozenset({Status.SKIP, Status.REF_ERROR})
 def junit_tree(results: Iterable[Result], suite_name: str = "neuron-check", *,
                failing: frozenset[Status] = FAILING) -> ET.ElementTree:
     results = list(results)
-    suite = ET.Element("testsuite", name=suite_name)
+    suite = ET.Element("testsuite", name=for_xml(suite_name))
     failures = skipped = 0
     total_time = 0.0
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"{r.suite}.{r.subject}", name=r.item.test_id,
-                             time=f"{r.duration_s:.3f}")
+        case = ET.SubElement(suite, "testcase", classname=for_xml(f"{r.suite}.{r.subject}"),
+                             name=for_xml(r.item.test_id), time=f"{r.duration_s:.3f}")
         total_time += r.duration_s
         detail = "\n".join(x for x in (r.first_failure, r.message, f"failing op: {r.failing_op}" if r.failing_op else None) if x)
         if r.status in failing:
             failures += 1
             node = ET.SubElement(case, "failure", type=r.status.value,
-                                 message=f"{r.status.value}: {(r.message or '').splitlines()[0] if r.message else ''}"[:500])
-            node.text = detail
+                                 message=for_xml(f"{r.status.value}: {_first_line(r.message)}"[:500]))
+            node.text = for_xml(detail)
         elif r.status in SKIPPED:
             skipped += 1
-            ET.SubElement(case, "skipped", message=f"{r.status.value}: {r.message or ''}"[:500])
+            ET.SubElement(case, "skipped", message=for_xml(f"{r.status.value}: {r.message or ''}"[:500]))
         if r.fallback_ops:
-            ET.SubElement(case, "system-out").text = "CPU fallback: " + ", ".join(r.fallback_ops)
+            ET.SubElement(case, "system-out").text = for_xml("CPU fallback: " + ", ".join(r.fallback_ops))
     suite.set("tests", str(len(results)))
     suite.set("failures", str(failures))
     suite.set("errors", "0")
@@ -48,7 +51,26 @@ def junit_tree(results: Iterable[Result], suite_name: str = "neuron-check", *,
 
 def write_junit(results: Iterable[Result], path_or_file: str | os.PathLike | IO[bytes], suite_name: str = "neuron-check",
                 *, failing: frozenset[Status] = FAILING) -> None:
-    """Write the JUnit XML of `results` to a path or a binary file object."""
+    """Write the JUnit XML of `results` to a path or a binary file object; InputError naming a
+    path that cannot be written."""
     tree = junit_tree(results, suite_name, failing=failing)
     ET.indent(tree)
-    tree.write(path_or_file, encoding="utf-8", xml_declaration=True)
+    try:
+        tree.write(path_or_file, encoding="utf-8", xml_declaration=True)
+    except OSError as exc:
+        raise InputError(f"cannot write the JUnit file {path_or_file}: {exc.strerror or exc}.") from None
+
+
+def check_target(path: str | os.PathLike) -> None:
+    """InputError, naming the path, when a JUnit file cannot be written there (asked before a run)."""
+    target = Path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        raise InputError(f"cannot write the JUnit file {target}: folder {folder} does not exist.")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InputError(f"cannot write the JUnit file {target}: permission denied.")
+
+
+def _first_line(message: str | None) -> str:
+    lines = (message or "").splitlines()
+    return lines[0] if lines else ""

@@ -8,10 +8,11 @@ autoescape) because paths, source lines and exception text come from the user's 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 from tabulate import tabulate
+
+from reports.sanitize import dumps_json, for_markdown, for_terminal, markdown_fence
 
 LIST_LIMIT = 40  # rows per text section; JSON and HTML hold every row
 
@@ -25,13 +26,13 @@ def render(report: dict[str, Any], fmt: str) -> str:
 
 
 def render_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2) + "\n"
+    return dumps_json(report, indent=2) + "\n"
 
 
 def _render_sarif(report: dict[str, Any]) -> str:
     from reports.render.sarif import porting_sarif
 
-    return json.dumps(porting_sarif(report), indent=2) + "\n"
+    return dumps_json(porting_sarif(report), indent=2) + "\n"
 
 
 def render_html(report: dict[str, Any]) -> str:
@@ -76,16 +77,17 @@ def _render(report: dict[str, Any], md: bool) -> str:
             out.append(f"... and {len(rows) - LIST_LIMIT} more (see --format json or html)")
 
     verdict = report["verdict"].upper()
-    out.append(f"# neuron-check porting report: {report['script']}\n" if md
-               else f"neuron-check porting report: {report['script']}")
+    script = _cell(report["script"], md)
+    out.append(f"# neuron-check porting report: {script}\n" if md else f"neuron-check porting report: {script}")
     out.append(f"**Verdict: {verdict}**" if md else f"Verdict: {verdict}")
     out.extend(f"{'- ' if md else '  - '}{_cell(reason, md)}" for reason in report["reasons"])
     effort = report["effort"]
-    out.append(f"\nEffort: {effort['overall']} ({effort['findings']} finding(s), {effort['fixable']} auto-fixable; "
+    out.append(f"\nEffort: {effort['overall']} ({effort.get('items', 0)} change item(s) from "
+               f"{effort['findings']} finding(s), {effort['fixable']} auto-fixable; "
                f"{effort['blocking_ops']} blocking op(s), {effort['fallback_ops']} CPU-fallback op(s); "
-               f"about {effort['hours']:g} h of manual work)")
+               f"{_hours(effort)} of work)")
     runtime = report["runtime"]
-    out.append(runtime_line(runtime))
+    out.append(_cell(runtime_line(runtime), md))
     if runtime is not None:
         exc = runtime.get("exception")
         if exc:
@@ -97,7 +99,14 @@ def _render(report: dict[str, Any], md: bool) -> str:
                        + (f" ({_cell(runtime['exit_message'], md)})" if runtime.get("exit_message") else ""))
         out.extend(f"Note: {_cell(note, md)}" for note in runtime["notes"])
         if runtime["against"]:
-            out.append(f"Predictions from {runtime['against']}.")
+            out.append(f"Predictions from {_cell(runtime['against'], md)}.")
+
+    heading("Change items")
+    blocked_by = set(report.get("blocked_by", ()))
+    table([[i["id"] + (" (blocks)" if i["id"] in blocked_by else ""), i["effort"],
+            f"{i['hours_low']:g}-{i['hours_high']:g} h", "yes" if i["fixable"] else "no", i["rationale"]]
+           for i in report.get("items", [])],
+          ["item", "effort", "hours", "fix", "why"])
 
     heading("Ops on the target")
     table([[r["op"], r["status"], r["count"], ", ".join(r["dtypes"]), ", ".join(r["sites"][:3]),
@@ -122,8 +131,16 @@ def _render(report: dict[str, Any], md: bool) -> str:
         out.append(_cell(line, md))
     if report["patch"]:
         heading("Patch (neuron-check --fix applies it; --diff prints it)")
-        out.append(f"```diff\n{report['patch']}```" if md else report["patch"].rstrip("\n"))
-    return "\n".join(out) + "\n"
+        out.append(markdown_fence(report["patch"], "diff") if md else report["patch"].rstrip("\n"))
+    # Untrusted pieces were sanitised one by one above (cells before tabulate, so columns align);
+    # this idempotent pass keeps the page inert should a section forget (and covers the patch).
+    return for_terminal("\n".join(out) + "\n")
+
+
+def _hours(effort: dict[str, Any]) -> str:
+    if "hours_low" in effort:
+        return f"{effort['hours_low']:g}-{effort['hours_high']:g} h"
+    return f"about {effort['hours']:g} h"
 
 
 def _short(text: str | None, limit: int = 100) -> str:
@@ -132,7 +149,6 @@ def _short(text: str | None, limit: int = 100) -> str:
 
 
 def _cell(value: Any, md: bool) -> str:
-    text = "" if value is None else str(value)
-    if md:
-        text = text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
-    return text
+    """Untrusted text (paths, source lines, exception text) as one inert line for the format."""
+    text = for_terminal(value, one_line=True)
+    return for_markdown(text) if md else text

@@ -11,7 +11,9 @@ from typing import Any
 from tabulate import tabulate
 
 from op_db.records import FAILING
+from reports.claims import text_rows as claims_text_rows
 from reports.model import Matrix, Report
+from reports.sanitize import for_markdown, for_terminal
 
 LIST_LIMIT = 30  # rows per list section; the JSON/HTML/Parquet exports hold everything
 
@@ -27,20 +29,20 @@ def render_markdown(report: Report) -> str:
 def _render(report: Report, tablefmt: str, heading) -> str:
     md = tablefmt == "github"
     out: list[str] = []
-    title = f"neuron-check coverage: {report.title}"
+    title = f"neuron-check coverage: {_cell(report.title, md)}"
     out.append(f"# {title}\n" if md else title)
     if report.simulated:
         out.append(
             "SIMULATED RUN: these results come from the `sim` stand-in device, not real hardware."
         )
-    out.append(_run_line(report.run))
+    out.append(_cell(_run_line(report.run), md))
 
     def table(rows: list[list[Any]], headers: list[str]) -> None:
         if not rows:
             out.append("(none)")
             return
         rows = [[_cell(c, md) for c in row] for row in rows]
-        out.append(tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+        out.append(tabulate(rows, headers=[_cell(h, md) for h in headers], tablefmt=tablefmt, disable_numparse=True))
 
     out.append(heading("Counts per status"))
     table([[s, n] for s, n in report.summary.items() if n], ["status", "items"])
@@ -78,6 +80,11 @@ def _render(report: Report, tablefmt: str, heading) -> str:
             )
             _more(out, rows)
 
+    vendor = claims_text_rows(report)
+    if vendor is not None:
+        out.append(heading(f"Vendor claims vs measured ({_cell(report.claims['source'], md)})"))
+        table(*vendor)
+
     out.append(heading("CPU fallbacks"))
     table(
         [[f["op"], f["items"], _cut(", ".join(f["subjects"]))] for f in report.fallbacks[:LIST_LIMIT]],
@@ -104,7 +111,9 @@ def _render(report: Report, tablefmt: str, heading) -> str:
     if report.coverage:
         out.append(heading("Dispatcher registrations"))
         table(sorted(report.coverage.items()), ["kind", "ops"])
-    return "\n".join(out) + "\n"
+    # Every piece of untrusted text was sanitised above (cells before tabulate, so columns align);
+    # this idempotent pass keeps the page inert should a section forget.
+    return for_terminal("\n".join(out) + "\n")
 
 
 def _matrix(matrix: Matrix, table) -> None:
@@ -122,11 +131,11 @@ def _run_line(run: dict[str, Any]) -> str:
 
 
 def _cell(value: Any, md: bool) -> Any:
-    """Keep untrusted text from breaking the table: one line, and no bare `|` in Markdown."""
+    """Untrusted text as one inert line: no escapes for the terminal, no markup or bare `|` in Markdown."""
     if not isinstance(value, str):
         return value
-    value = " ".join(value.split())
-    return value.replace("|", "\\|") if md else value
+    value = for_terminal(value, one_line=True)
+    return for_markdown(value) if md else value
 
 
 def _percent(rate: float | None) -> str:

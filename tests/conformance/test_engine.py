@@ -3,6 +3,7 @@
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from conformance import backends
 from conformance.config import RunConfig
-from conformance import engine
+from conformance.engine import local as engine
 from conformance.engine import InlineExecutor, prestart_workers, run_items, start_run
 from conformance.planning import PlanOptions, plan
 from op_db.errors import InputError
@@ -114,7 +115,7 @@ def test_resume_after_parent_sigkill_loses_and_duplicates_nothing(tmp_path):
     ops = "add,sub,mul,div.no_rounding_mode,abs,neg,exp,log,sin,cos,tan,tanh,sigmoid,sqrt,rsqrt,floor,ceil,round"
     env = {**os.environ, "NEURON_CHECK_DB": str(db)}
     env.pop("NEURON_CHECK_SIM_PROFILE", None)
-    parent = subprocess.Popen(["neuron-check", "ops", "--device", "sim", "--ops", ops, "--dtype", "fp32,bf16",
+    parent = subprocess.Popen([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--ops", ops, "--dtype", "fp32,bf16",
                                "--max-samples", "3"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:
@@ -139,9 +140,9 @@ def test_resume_after_parent_sigkill_loses_and_duplicates_nothing(tmp_path):
     with Store.open(db, readonly=True) as store:
         run_id = store.runs()[0]["id"]
         before = {r.item: r for r in store.results(run_id)}
-        assert store.run(run_id)["status"] == "running"
+        assert store.run(run_id)["status"] == "abandoned"  # marked running, but its owner is dead
     assert 3 <= len(before) < 36
-    done = subprocess.run(["neuron-check", "ops", "--resume", str(run_id)], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--resume", str(run_id)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     with Store.open(db, readonly=True) as store:
         after = store.results(run_id)

@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip ins
 
 from conformance.config import RunConfig  # noqa: E402
 from conformance.engine import run_items  # noqa: E402
-from conformance.engine_ray import RayExecutor  # noqa: E402
+from conformance.engine.ray import RayExecutor  # noqa: E402
 from conformance.planning import PlanOptions, plan  # noqa: E402
 from op_db.errors import InputError  # noqa: E402
 from op_db.records import Status  # noqa: E402

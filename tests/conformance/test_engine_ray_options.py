@@ -8,7 +8,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from conformance import engine_ray
+from conformance.engine import ray as engine_ray
 from conformance.config import RunConfig
 from op_db.errors import InputError
 from porting_cli.cli import main
@@ -56,7 +56,7 @@ def test_workers_get_the_sim_profile_and_checkout(monkeypatch):
     env = engine_ray.forwarded_env(RunConfig(backend="sim", device="sim", sim_profile="/p.json"), started_here=True)
     assert env["NEURON_CHECK_SIM_PROFILE"] == "/p.json" and env["NEURON_CHECK_DB"] == "/tmp/x.db"
     assert "CUDA_VISIBLE_DEVICES" not in env
-    assert str(engine_ray.Path(engine_ray.__file__).resolve().parents[1]) in env["PYTHONPATH"]
+    assert str(engine_ray.Path(engine_ray.__file__).resolve().parents[2]) in env["PYTHONPATH"]
 
 
 def test_missing_ray_is_one_sentence(monkeypatch):

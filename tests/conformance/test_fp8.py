@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import conformance.sim as sim
-from conformance import backends, fp8
+from conformance import backends
+from conformance.fp8 import suite as fp8
 from conformance.config import RunConfig, WorkerContext
 from op_db.errors import InputError
 from op_db.records import Status, WorkItem

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.fp8_checks import judge_bits, judge_fp8_ulp, judge_scaled_mm, scaled_mm_cases
-from conformance.fp8_inputs import all_codes, bits, boundary_grid, dense_float32_grid, describe_value, every_value
+from conformance.fp8.checks import judge_bits, judge_fp8_ulp, judge_scaled_mm, scaled_mm_cases
+from conformance.fp8.inputs import all_codes, bits, boundary_grid, dense_float32_grid, describe_value, every_value
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 

@@ -6,7 +6,7 @@ import pytest
 
 import conformance.sim as sim
 from conformance.config import RunConfig
-from conformance.engine_worker import init_worker, run_one
+from conformance.engine.worker import init_worker, run_one
 from op_db.records import Status, WorkItem
 
 PROFILES = Path(__file__).parent / "profiles"

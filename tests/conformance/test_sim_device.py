@@ -20,8 +20,16 @@ def test_accelerator_sees_sim(sim_device):
     assert torch.accelerator.is_available()
     assert torch.accelerator.device_count() == 1
     assert torch.accelerator.current_device_index() == 0
-    # torch.accelerator.synchronize() needs a C++ device guard (torch._C._acc's Python guard
-    # cannot provide synchronizeDevice); torch.sim.synchronize() is the sim way.
+    # What device-agnostic code calls, and a Python device guard cannot answer in C++:
+    torch.accelerator.synchronize()
+    torch.accelerator.synchronize("sim:0")
+    assert torch.accelerator.memory_allocated() == 0
+    assert torch.accelerator.max_memory_allocated(0) == 0
+    assert torch.accelerator.get_memory_info() == (0, 0)
+    torch.accelerator.reset_peak_memory_stats()
+    torch.accelerator.empty_cache()
+    with pytest.raises(ValueError, match="doesn't match the current accelerator"):
+        torch.accelerator.synchronize("cpu")  # torch's own check, untouched
 
 
 def test_device_module(sim_device):

@@ -13,7 +13,7 @@ import torch
 import conformance.sim as sim
 from conformance import ulp
 from conformance.config import RunConfig
-from conformance.engine_worker import init_worker, run_one
+from conformance.engine.worker import init_worker, run_one
 from conformance.numerics import compare
 from op_db.errors import InputError
 from op_db.records import Status, WorkItem, parse_rounding

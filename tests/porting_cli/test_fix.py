@@ -22,17 +22,23 @@ PRELUDE = ("\n# neuron-check: the current accelerator, or the CPU where there is
 
 REWRITES = [
     ("import torch\nx = x.cuda()\n", "import torch\n" + PRELUDE + "x = x.to(DEVICE)\n"),
-    ("import torch\nx = x.cuda(rank, non_blocking=True)\n",
-     "import torch\n" + PRELUDE + "x = x.to(torch.device(DEVICE.type, rank), non_blocking=True)\n"),
+    ("import os\nimport torch\nrank = int(os.environ['LOCAL_RANK'])\nx = x.cuda(rank, non_blocking=True)\n",
+     "import os\nimport torch\n" + PRELUDE + "rank = int(os.environ['LOCAL_RANK'])\n"
+     "x = x.to(torch.device(DEVICE.type, rank), non_blocking=True)\n"),
     ('import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n',
      "import torch\n" + PRELUDE + 'device = DEVICE.type if torch.accelerator.is_available() else "cpu"\n'),
     ("import torch\nfor i in range(2):\n    torch.cuda.synchronize()  # wait\n",
      "import torch\nfor i in range(2):\n    if torch.accelerator.is_available():\n"
      "        torch.accelerator.synchronize()  # wait\n"),
     ("import torch\nmb = torch.cuda.memory_allocated() / 2**20\n",
-     "import torch\nmb = (torch.accelerator.memory_allocated() if torch.accelerator.is_available() else 0)"
-     " / 2**20\n"),
-    ("import torch\ntorch.cuda.manual_seed_all(0)\n", "import torch\ntorch.manual_seed(0)\n"),
+     "import torch\n" + PRELUDE + "\n\n# neuron-check: a torch.accelerator memory statistic; `default` where "
+     "the backend keeps none\ndef device_memory(name, default, *args, **kwargs):\n"
+     "    if not torch.accelerator.is_available():\n        return default\n    try:\n"
+     "        return getattr(torch.accelerator, name)(*args, **kwargs)\n"
+     "    except RuntimeError:  # the backend's allocator keeps no statistics\n        return default\n\n\n"
+     'mb = device_memory("memory_allocated", 0) / 2**20\n'),
+    ("import torch\ntorch.cuda.manual_seed_all(0)\n", "import torch\n" + PRELUDE +
+     "if torch.accelerator.is_available():\n    torch.get_device_module(DEVICE).manual_seed_all(0)\n"),
     ("import torch\nwith torch.cuda.amp.autocast(True, torch.float16):\n    pass\n",
      "import torch\n" + PRELUDE +
      "with torch.amp.autocast(DEVICE.type, enabled=True, dtype=torch.float16):\n    pass\n"),
@@ -61,7 +67,8 @@ def test_rewrite(old, new):
     assert fix_source(old).new_text == new
 
 
-ROUND_TRIP = [FIXTURES / "cuda_all.py", FIXTURES / "cuda_runnable.py", *sorted(EXAMPLES.glob("*.py"))]
+ROUND_TRIP = [*sorted(FIXTURES.glob("cuda_*.py")), *sorted(FIXTURES.glob("idioms_*.py")),
+              *sorted(EXAMPLES.glob("*.py"))]
 
 
 @pytest.mark.parametrize("path", ROUND_TRIP, ids=lambda p: p.name)
@@ -72,7 +79,11 @@ def test_round_trip(path):
     assert result.applied and all(f.fixable for f in result.applied)
     after = scan_source(result.new_text).findings
     assert [f for f in after if f.fixable] == []
-    assert sorted(f.rule_id for f in after) == sorted(f.rule_id for f in result.remaining)
+    # NC109 / NC306 describe what follows from CUDA code elsewhere (a CUDA test choosing
+    # `fused`, a class wrapping torch.cuda.amp); once that code is fixed they have no cause
+    dependent = {"NC109", "NC306"}
+    assert sorted(f.rule_id for f in after) == sorted(f.rule_id for f in result.remaining
+                                                      if f.rule_id not in dependent)
     assert fix_source(result.new_text).new_text == result.new_text  # idempotent
     # only lines with a fixable finding change (the rest is kept byte for byte)
     fixed_lines = {f.line for f in result.applied}

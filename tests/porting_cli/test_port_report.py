@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 CLEAN = "import torch\nx = torch.ones(2)\nprint(x.sum())\n"
 CUDA = "import torch\nx = torch.ones(2).cuda()\n"
-FLASH = "import torch\nimport flash_attn\nx = torch.ones(2)\n"
+FLASH = "import torch\nimport cupy\nx = torch.ones(2)\n"  # a CUDA-only library with no replacement
 
 
 def trace(*uses, errors=(), fallbacks=None, outcome="finished", exception=None) -> TraceResult:
@@ -55,7 +55,10 @@ def test_verdict_rules(source, tr, verdict):
 
 def test_blocked_report_names_op_site_and_effort():
     report = report_for(CLEAN, trace(("aten.addmm.default", "s.py:6", 2), errors=[UNSUPPORTED_NORM], outcome="raised"))
-    assert report["reasons"] == ["aten.native_layer_norm.default is UNSUPPORTED (on the target) at s.py:7"]
+    assert report["reasons"] == [
+        "C1: aten.native_layer_norm.default is UNSUPPORTED (on the target) at s.py:7: the backend needs "
+        "a kernel for it, or the model a composite of supported ops"]
+    assert report["blocked_by"] == ["C1"] and report["items"][0]["kind"] == "op"
     first = report["ops"][0]
     assert (first["op"], first["status"], first["sites"], first["count"]) == (
         "aten.native_layer_norm.default", "UNSUPPORTED", ["s.py:7"], 1)

@@ -35,13 +35,20 @@ def by_line(findings) -> dict[int, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def test_every_family_fixture_gives_exactly_the_expected_findings():
-    path = FIXTURES / "cuda_all.py"
+#: fixtures whose `# expect:` comments name every finding of every line
+EXPECT_FIXTURES = ["cuda_all.py", "idioms_device_index.py", "idioms_device_strings.py",
+                   "idioms_cuda_api.py", "idioms_amp_libs.py"]
+
+
+@pytest.mark.parametrize("name", EXPECT_FIXTURES)
+def test_fixture_gives_exactly_the_expected_findings(name):
+    path = FIXTURES / name
     assert by_line(scan_file(path).findings) == expected_from_comments(path)
 
 
-def test_every_rule_is_exercised_by_the_fixture():
-    used = {r for ids in expected_from_comments(FIXTURES / "cuda_all.py").values() for r in ids}
+def test_every_rule_is_exercised_by_the_fixtures():
+    used = {r for name in EXPECT_FIXTURES for ids in expected_from_comments(FIXTURES / name).values()
+            for r in ids}
     assert used == {r.id for r in RULES}
 
 
@@ -86,7 +93,12 @@ SNIPPETS = [
     ('os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "x"\n', [("NC912", 1, 12)]),
     ('backend = "cuda:nccl,cpu:gloo"\n', [("NC501", 1, 11)]),
     ("y = x.to(0)\n", [("NC104", 1, 10)]),
-    ("import apex.amp\n", [("NC703", 1, 8)]),
+    ("import apex.amp\n", [("NC305", 1, 8)]),
+    ("import apex.optimizers\n", [("NC703", 1, 8)]),
+    ("import cupy\n", [("NC704", 1, 8)]),
+    ("try:\n    import flash_attn\nexcept ImportError:\n    flash_attn = None\n", [("NC705", 2, 12)]),
+    ("import os\nr = int(os.getenv('LOCAL_RANK'))\ny = x.to(r)\n", [("NC106", 3, 10)]),
+    ("def f(n):\n    return x.to(n)\n", []),  # a parameter fed by nothing CUDA-related
     ('mod = load("k", sources=["k.cpp", "k.cu"])\n', []),  # `load` not from cpp_extension
     ('from torch.utils.cpp_extension import load\nmod = load("k", sources=["k.cu"])\n',
      [("NC701", 2, 7)]),
@@ -118,8 +130,8 @@ def test_findings_are_sorted_and_effort_is_summarised():
     assert effort.total == 3 and effort.fixable == 1
 
 
-SCANNED = [FIXTURES / "cuda_all.py", FIXTURES / "cuda_runnable.py", FIXTURES / "clean_train.py",
-           *sorted(EXAMPLES.glob("*.py"))]
+SCANNED = [*(FIXTURES / name for name in EXPECT_FIXTURES), FIXTURES / "cuda_runnable.py",
+           FIXTURES / "clean_train.py", *sorted(EXAMPLES.glob("*.py"))]
 
 
 @pytest.mark.parametrize("path", SCANNED, ids=lambda p: p.name)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.fp8_inputs import all_codes, bits, conversion_inputs, describe_value
+from conformance.fp8.inputs import all_codes, bits, conversion_inputs, describe_value
 from conformance.numerics import fp8_ulp_distance
 
 FP32_UNIT_ROUNDOFF = 2.0 ** -24

@@ -55,7 +55,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from conformance.fp8_inputs import FP8_NAMES, PRIMARY_FP8, WIDE_NAMES, fp8_dtype
+from conformance.fp8.inputs import FP8_NAMES, PRIMARY_FP8, WIDE_NAMES, fp8_dtype
 from op_db.errors import InputError
 from op_db.records import Result, Status, WorkItem, shorten
 
@@ -104,7 +104,7 @@ def plan(dtypes: list[str], *, mode: str, grad: bool = False, subjects: list[str
 
 
 def _opinfo_variants(dtype: str) -> list[str]:
-    from conformance.fp8_opinfo import fp8_opinfo_names
+    from conformance.fp8.opinfo import fp8_opinfo_names
 
     return fp8_opinfo_names(dtype)
 
@@ -140,7 +140,7 @@ def _run(item: WorkItem, ctx: Any) -> Result:
         return Result.for_item(item, Status.REF_ERROR, claimed=claimed, message=shorten(describe_exception(exc)))
     if not cases:
         return Result.for_item(item, Status.SKIP, claimed=claimed, message=f"no {item.dtype} samples")
-    from conformance.fp8_run import run_cases
+    from conformance.fp8.run import run_cases
 
     return run_cases(item, cases, ctx, claimed)
 
@@ -176,7 +176,7 @@ def _probe(fp8: Any, ctx: Any) -> str | None:
 def _cases(item: WorkItem, fp8: Any, ctx: Any, state: dict) -> list:
     import torch
 
-    from conformance import fp8_checks
+    from conformance.fp8 import checks as fp8_checks
 
     seed = ctx.config.seed
     subject, variant = item.subject, item.variant
@@ -189,7 +189,7 @@ def _cases(item: WorkItem, fp8: Any, ctx: Any, state: dict) -> list:
     if subject == "movement" and variant in SUBJECTS["movement"]:
         return fp8_checks.movement_cases(fp8, variant)
     if subject == "opinfo":
-        from conformance.fp8_opinfo import find_opinfo, opinfo_cases
+        from conformance.fp8.opinfo import find_opinfo, opinfo_cases
 
         opinfo = find_opinfo(variant, state)
         if opinfo is not None:

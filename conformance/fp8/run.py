@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.fp8_checks import Case, Verdict, first_bit_difference
-from conformance.fp8_inputs import describe_value
+from conformance.fp8.checks import Case, Verdict, first_bit_difference
+from conformance.fp8.inputs import describe_value
 from conformance.oprecord import record_ops
 from op_db.records import Result, Status, WorkItem, shorten
 

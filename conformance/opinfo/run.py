@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from conformance import opinfo_checks as chk
+from conformance.opinfo import checks as chk
 from conformance.config import WorkerContext
 from conformance.numerics import Comparison, compare, numerics_of_leaves, oracle_leaves
 from conformance.oprecord import record_ops

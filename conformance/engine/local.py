@@ -32,9 +32,9 @@ from op_db.records import Result, Status, WorkItem
 
 # Executor name -> "module:Class"; loaded only when used.
 EXECUTORS = {
-    "local": "conformance.engine:LocalExecutor",
-    "inline": "conformance.engine:InlineExecutor",
-    "ray": "conformance.engine_ray:RayExecutor",
+    "local": "conformance.engine.local:LocalExecutor",
+    "inline": "conformance.engine.local:InlineExecutor",
+    "ray": "conformance.engine.ray:RayExecutor",
 }
 MAX_BATCH = 8
 POLL_S = 0.25
@@ -165,7 +165,7 @@ class InlineExecutor(Executor):
     For debugging a suite and for tests that do not exercise isolation."""
 
     def execute(self, items: Sequence[WorkItem], config: RunConfig, emit: Callable[[Result], None]) -> None:
-        from conformance.engine_worker import init_worker, run_one
+        from conformance.engine.worker import init_worker, run_one
 
         ctx = init_worker(config)
         for item in items:
@@ -194,7 +194,7 @@ class _Worker:
     """Parent-side handle of one worker process (`config` None: prestarted, not yet told what to run)."""
 
     def __init__(self, mp: Any, config: RunConfig | None, suites: tuple[str, ...]):
-        from conformance.engine_worker import worker_main
+        from conformance.engine.worker import worker_main
 
         self.conn, child = mp.Pipe()
         self.process = mp.Process(target=worker_main, args=(child, config, suites), daemon=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.config import RunConfig
-from conformance.engine import MAX_START_FAILURES, POLL_S, EngineError, Executor
+from conformance.engine.local import MAX_START_FAILURES, POLL_S, EngineError, Executor
 from op_db.errors import InputError
 from op_db.records import Result, Status, WorkItem, shorten
 
@@ -92,7 +92,7 @@ def forwarded_env(config: RunConfig, started_here: bool) -> dict[str, str]:
     if config.sim_profile:
         env["NEURON_CHECK_SIM_PROFILE"] = config.sim_profile
     if started_here:  # the checkout this driver imports, for a local instance (hosts of a cluster install the package)
-        root = str(Path(__file__).resolve().parents[1])
+        root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     return env
 
@@ -104,7 +104,7 @@ class DeviceActor:
         import signal
         import warnings
 
-        from conformance.engine_worker import init_worker, prepare_suites
+        from conformance.engine.worker import init_worker, prepare_suites
 
         try:  # Ctrl-C is the driver's to handle, as in the local pool
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -118,7 +118,7 @@ class DeviceActor:
         return True
 
     def run(self, item: WorkItem) -> Result:
-        from conformance.engine_worker import run_one
+        from conformance.engine.worker import run_one
 
         return run_one(item, self.ctx)
 

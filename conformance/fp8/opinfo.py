@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.fp8_checks import Case, Verdict, judge_bits, judge_fp8_ulp
+from conformance.fp8.checks import Case, Verdict, judge_bits, judge_fp8_ulp
 from conformance.numerics import FP8_DTYPES, compare
 
 # Ops whose FP8 outputs are rounded results of arithmetic, judged within one FP8 step.

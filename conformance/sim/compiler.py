@@ -1,0 +1,126 @@
+"""The `sim` torch.compile backend: AOTAutograd graphs that run on sim kernels.
+
+``torch.compile(fn, backend="sim")`` traces `fn` with dynamo, lowers it through AOTAutograd
+(so the graphs the backend compiler sees are aten-level, forward and backward, as a real
+backend's are), then runs every node of those graphs through the sim device. A compiled graph
+therefore meets the same profile as eager code (unsupported ops and dtypes, CPU fallbacks,
+faults), and the backend compiler can reject a graph the way a real one does.
+
+AOTAutograd unwraps sim tensors before tracing: the graph it hands over computes on the CPU
+tensors that sim tensors hold. The runner wraps its inputs back into sim tensors, maps the
+CPU device the trace recorded back to sim, and unwraps the outputs for AOTAutograd to wrap.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import torch
+
+from . import faults
+from .faults import DEVICE
+
+BACKEND_NAME = DEVICE
+_CPU = torch.device("cpu")
+_SIM = torch.device(DEVICE, 0)
+
+
+class CompileUnsupportedError(NotImplementedError):
+    """The backend compiler cannot lower a graph: it holds an op the compiler lacks."""
+
+    def __init__(self, op: str):
+        self.op = op
+        super().__init__(
+            f"sim backend compiler: no lowering for {op} (listed in the profile's "
+            "compile_unsupported_ops)"
+        )
+
+
+def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
+    """The aten overloads (``str(OpOverload)``) called by `gm`, in graph order, deduplicated."""
+    seen: dict[str, None] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            seen.setdefault(str(node.target), None)
+    return list(seen)
+
+
+# Graph observers: callables given each lowered graph (the compile-mode runner records
+# graph_ops from them). Explicitly registered and removed, never implicit.
+_observers: list[Callable[[torch.fx.GraphModule], None]] = []
+
+
+@contextmanager
+def observe_graphs(observer: Callable[[torch.fx.GraphModule], None]) -> Iterator[None]:
+    _observers.append(observer)
+    try:
+        yield
+    finally:
+        _observers.remove(observer)
+
+
+def _lower(gm: torch.fx.GraphModule, example_inputs) -> Callable:
+    for observer in list(_observers):
+        observer(gm)
+    profile = faults.active_profile()
+    rejected = getattr(profile, "is_compile_unsupported_op", None)
+    if rejected is not None:
+        for op in graph_ops(gm):
+            if rejected(op):
+                raise CompileUnsupportedError(op)
+
+    def run(args: list) -> list:
+        sim_args = [_to_sim(a) for a in args]
+        args.clear()  # boxed convention: the runner owns (and may free) its inputs
+        with faults.compiled_graph():
+            outs = _SimInterpreter(gm).run(*sim_args)
+        return [_to_inner(o) for o in outs]
+
+    run._boxed_call = True
+    return run
+
+
+class _SimInterpreter(torch.fx.Interpreter):
+    """Runs each aten node on sim tensors: the device's kernels, profile included."""
+
+    def call_function(self, target, args, kwargs):
+        args, kwargs = torch.utils._pytree.tree_map(_cpu_device_to_sim, (args, kwargs))
+        return super().call_function(target, args, kwargs)
+
+
+def _cpu_device_to_sim(x):
+    return _SIM if isinstance(x, torch.device) and x.type == "cpu" else x
+
+
+def _to_sim(x):
+    from .tensor import SimTensor
+
+    if isinstance(x, torch.Tensor) and not isinstance(x, SimTensor) and x.device == _CPU:
+        return SimTensor(x, requires_grad=False)
+    return x
+
+
+def _to_inner(x):
+    from .tensor import SimTensor
+
+    return x._cpu if isinstance(x, SimTensor) else x
+
+
+def sim_backend(gm: torch.fx.GraphModule, example_inputs, **options):
+    """The dynamo backend registered as ``"sim"``."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    if options:
+        raise TypeError(f"the sim compile backend takes no options, got {sorted(options)}")
+    return aot_autograd(fw_compiler=_lower, bw_compiler=_lower, inference_compiler=_lower)(
+        gm, example_inputs
+    )
+
+
+def register_compile_backend() -> None:
+    """Make ``torch.compile(..., backend="sim")`` available (imports dynamo; call lazily)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    if BACKEND_NAME not in _COMPILER_FNS:
+        register_backend(sim_backend, name=BACKEND_NAME)

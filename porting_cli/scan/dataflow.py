@@ -1,0 +1,379 @@
+"""Which names of a file hold a CUDA device index, a CUDA device string or a CUDA test.
+
+`.to(rank)` is only CUDA-specific when `rank` *is* a device index, so the scan
+follows values rather than trusting names. One pass over the standard
+library's ``ast`` (fast) collects, per file and ignoring scopes as the alias
+map does:
+
+* **index**: an integer that will be used as a CUDA device: `LOCAL_RANK` /
+  `RANK` from the environment, `torch.cuda.current_device()`, an argparse
+  `--gpu` / `--local_rank` option, the first parameter of a function started
+  by `mp.spawn`, a loop over `range(torch.cuda.device_count())`;
+* **string**: a value that may be a `"cuda"` / `"cuda:N"` device string,
+  literal or built (`f"cuda:{i}"`, `"cuda:" + str(i)`, `"cuda" if c else "cpu"`);
+* **test**: the truth value of a CUDA test (`device == "cuda"`, `x.is_cuda`).
+
+Kinds flow through assignments (`self.gpu_id = gpu_id` makes `self.gpu_id`
+an index), arithmetic (`rank % n`), `int()` / `str()`, and into the parameters of
+functions of the same file (positional and keyword arguments), until nothing
+changes. Keys are dotted names: `rank`, `self.gpu_id`, `args.gpu`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+
+INDEX, STRING, TEST, ARGS = "index", "string", "test", "args"
+INDEX_ENV = frozenset({"LOCAL_RANK", "RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                       "MPI_LOCALRANKID"})
+INDEX_OPTIONS = frozenset({"gpu", "gpu_id", "local_rank", "gpu_index", "device_id", "cuda_device"})
+CUDA_STRING = re.compile(r"cuda(?::\d+)?\Z")
+SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+                   "torch.multiprocessing.spawn.spawn"})
+INDEX_CALLS = frozenset({"torch.cuda.current_device", "torch.cuda.device_count"})
+MAX_ROUNDS = 8  # propagation rounds; real files settle in two or three
+
+
+@dataclasses.dataclass
+class DeviceFlow:
+    """Dotted name -> the kinds of value it may hold."""
+
+    kinds: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    #: (line, character column) of a call argument -> its kinds (arguments with none are left out)
+    sites: dict[tuple[int, int], set[str]] = dataclasses.field(default_factory=dict)
+    #: lines of `fused=` arguments whose value is decided by a CUDA test
+    fused_lines: set[int] = dataclasses.field(default_factory=set)
+    #: local classes whose body creates a `torch.cuda.amp.GradScaler` / autocast -> their lines
+    amp_wrappers: dict[str, range] = dataclasses.field(default_factory=dict)
+    #: lines of calls that create an instance of such a class outside its own body
+    amp_wrapper_calls: set[int] = dataclasses.field(default_factory=set)
+
+    def at(self, line: int, col: int) -> set[str]:
+        return self.sites.get((line, col), set())
+
+    def has(self, name: str | None, kind: str) -> bool:
+        return name is not None and kind in self.kinds.get(name, ())
+
+    def add(self, name: str, kinds: set[str]) -> bool:
+        have = self.kinds.setdefault(name, set())
+        new = kinds - have
+        have |= new
+        return bool(new)
+
+
+def dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def qualified(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    name = dotted(node)
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    head = aliases.get(head, head)
+    return f"{head}.{rest}" if rest else head
+
+
+def is_env_lookup(node: ast.AST, aliases: dict[str, str]) -> bool:
+    """`os.environ["LOCAL_RANK"]`, `os.environ.get("RANK", ...)`, `os.getenv("LOCAL_RANK")`."""
+    if isinstance(node, ast.Subscript) and qualified(node.value, aliases) == "os.environ":
+        key = node.slice
+        return isinstance(key, ast.Constant) and key.value in INDEX_ENV
+    if isinstance(node, ast.Call) and node.args:
+        func = qualified(node.func, aliases)
+        key = node.args[0]
+        return func in ("os.environ.get", "os.getenv") and isinstance(key, ast.Constant) \
+            and key.value in INDEX_ENV
+    return False
+
+
+class _Flow:
+    def __init__(self, tree: ast.Module, aliases: dict[str, str]):
+        self.tree = tree
+        self.aliases = aliases
+        self.flow = DeviceFlow()
+        self.functions: dict[str, list[ast.arguments]] = {}
+        self.index_dests: set[str] = set()
+        self.scope_of: dict[int, str] = {}             # id(node) -> enclosing function ("" = module)
+        self.locals: dict[str, set[str]] = {"": set()}  # scope -> names bound in it
+        self.loops: dict[tuple[str, str], list[tuple[int, int, str]]] = {}  # loop targets: (start, end, key)
+        self.param_scopes: dict[int, str] = {}          # id(function arguments) -> its scope
+        self._scopes(tree, "")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.setdefault(node.name, []).append(node.args)
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                        self.functions.setdefault(node.name, []).append(item.args)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "add_argument":
+                self._argparse_option(node)
+
+    def _scopes(self, node: ast.AST, scope: str) -> None:
+        """Record the scope of every node, the names each function binds and loop targets."""
+        for child in ast.iter_child_nodes(node):
+            self._scope_node(child, scope)
+
+    def _scope_node(self, child: ast.AST, scope: str) -> None:
+        self.scope_of[id(child)] = scope
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            inner = f"{scope}/{getattr(child, 'name', 'lambda')}@{child.lineno}"
+            args = child.args
+            self.param_scopes[id(args)] = inner
+            self.locals[inner] = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+            for default in (*args.defaults, *args.kw_defaults):
+                if default is not None:
+                    self._scope_node(default, scope)
+            for part in (child.body if isinstance(child.body, list) else [child.body]):
+                self._scope_node(part, inner)
+            return
+        if isinstance(child, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in getattr(child, "targets", None) or [child.target]:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        self.locals[scope].add(name.id)
+        elif isinstance(child, ast.For) and isinstance(child.target, ast.Name):
+            key = f"{scope}:{child.target.id}@{child.lineno}"
+            self.loops.setdefault((scope, child.target.id), []).append(
+                (child.lineno, child.end_lineno or child.lineno, key))
+        self._scopes(child, scope)
+
+    def key(self, name: str, scope: str, line: int) -> str:
+        """The flow key of a dotted name used at ``line`` in ``scope``."""
+        head, dot, rest = name.partition(".")
+        if head == "self" and dot:
+            return name  # attributes of self: one value per class attribute, as for the alias map
+        inner = None
+        for start, end, key in self.loops.get((scope, head), ()):
+            if start <= line <= end and (inner is None or start > inner[0]):
+                inner = (start, key)
+        if inner is not None:
+            base = inner[1]
+        elif head in self.locals.get(scope, ()):
+            base = f"{scope}:{head}"
+        else:
+            base = f":{head}"
+        return base + dot + rest
+
+    def _argparse_option(self, call: ast.Call) -> None:
+        dest = None
+        for kw in call.keywords:
+            if kw.arg == "dest" and isinstance(kw.value, ast.Constant):
+                dest = kw.value.value
+        for arg in call.args:
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
+                dest = dest or arg.value[2:].replace("-", "_")
+        if isinstance(dest, str) and dest in INDEX_OPTIONS:
+            self.index_dests.add(dest)
+
+    # -- the kinds of an expression --------------------------------------------
+    def kinds(self, node: ast.AST | None, scope: str | None = None) -> set[str]:
+        if node is None:
+            return set()
+        if scope is None:
+            scope = self.scope_of.get(id(node), "")
+        k = lambda n: self.kinds(n, scope)  # noqa: E731
+        if isinstance(node, ast.Constant):
+            return {STRING} if isinstance(node.value, str) and CUDA_STRING.match(node.value) else set()
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = dotted(node)
+            found = set(self.flow.kinds.get(self.key(name, scope, node.lineno), ())) if name else set()
+            if isinstance(node, ast.Attribute):
+                if node.attr == "is_cuda":
+                    found.add(TEST)
+                if node.attr in self.index_dests and ARGS in k(node.value):
+                    found.add(INDEX)
+            return found
+        if isinstance(node, ast.JoinedStr):
+            first = node.values[0] if node.values else None
+            if isinstance(first, ast.Constant) and str(first.value).startswith("cuda:"):
+                return {STRING}
+            return set()
+        if isinstance(node, ast.BinOp):
+            left, right = k(node.left), k(node.right)
+            if isinstance(node.op, ast.Add) and STRING in left:
+                return {STRING}
+            return {INDEX} if INDEX in left | right else set()  # rank % n, rank + 1
+        if isinstance(node, ast.IfExp):
+            return k(node.body) | k(node.orelse)
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(self._mentions_cuda(o) for o in operands):
+                return {TEST}
+            return set()
+        if isinstance(node, ast.BoolOp):
+            return {TEST} if any(TEST in k(v) for v in node.values) else set()
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return {TEST} if TEST in k(node.operand) else set()
+        if isinstance(node, ast.Call):
+            func = qualified(node.func, self.aliases)
+            if func == "torch.cuda.current_device":
+                return {INDEX}
+            if is_env_lookup(node, self.aliases):
+                return {INDEX}
+            if func in ("int", "str") and node.args:
+                inner = k(node.args[0])
+                if is_env_lookup(node.args[0], self.aliases):
+                    inner.add(INDEX)
+                return inner & {INDEX}
+            if isinstance(node.func, ast.Attribute) and node.func.attr in ("parse_args", "parse_known_args"):
+                return {ARGS}
+            return set()
+        if isinstance(node, ast.Subscript):
+            if is_env_lookup(node, self.aliases):
+                return {INDEX}
+            value = k(node.value)
+            return value & {ARGS}  # parse_known_args()[0]
+        return set()
+
+    def _mentions_cuda(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and bool(CUDA_STRING.match(node.value))
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(self._mentions_cuda(e) for e in node.elts)
+        return isinstance(node, ast.Attribute) and node.attr == "is_cuda"
+
+    # -- propagation -------------------------------------------------------------
+    def _assign(self, target: ast.AST, kinds: set[str], scope: str) -> bool:
+        if not kinds:
+            return False
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return any([self._assign(t, kinds & {ARGS}, scope) for t in target.elts[:1]])
+        name = dotted(target)
+        return self.flow.add(self.key(name, scope, target.lineno), kinds) if name else False
+
+    def _bind_call(self, call: ast.Call) -> bool:
+        changed = False
+        func = qualified(call.func, self.aliases)
+        if func in SPAWN and call.args:
+            target = dotted(call.args[0])
+            if target and target.split(".")[-1] in self.functions:
+                spawn_args = next((kw.value for kw in call.keywords if kw.arg == "args"), None)
+                extra = spawn_args.elts if isinstance(spawn_args, ast.Tuple) else []
+                changed |= self._bind(target.split(".")[-1], [{INDEX}, *map(self.kinds, extra)], {})
+            return changed
+        name = dotted(call.func)
+        if name is None:
+            return False
+        short = name.split(".")[-1]
+        if short not in self.functions:
+            return False
+        positional = [self.kinds(a) for a in call.args if not isinstance(a, ast.Starred)]
+        keywords = {kw.arg: self.kinds(kw.value) for kw in call.keywords if kw.arg}
+        return self._bind(short, positional, keywords)
+
+    def _bind(self, function: str, positional: list[set[str]], keywords: dict[str, set[str]]) -> bool:
+        changed = False
+        for args in self.functions[function]:
+            scope = self.param_scopes.get(id(args), "")
+            params = [a.arg for a in (*args.posonlyargs, *args.args)]
+            if params and params[0] in ("self", "cls"):
+                params = params[1:]
+            for param, kinds in zip(params, positional):
+                changed |= bool(kinds) and self.flow.add(f"{scope}:{param}", kinds)
+            for kw in (*args.args, *args.kwonlyargs):
+                if kw.arg in keywords and keywords[kw.arg]:
+                    changed |= self.flow.add(f"{scope}:{kw.arg}", keywords[kw.arg])
+        return changed
+
+    def run(self) -> DeviceFlow:
+        nodes = [n for n in ast.walk(self.tree)
+                 if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.Call,
+                                   ast.NamedExpr))]
+        for _ in range(MAX_ROUNDS):
+            changed = False
+            for node in nodes:
+                scope = self.scope_of.get(id(node), "")
+                if isinstance(node, ast.Assign):
+                    kinds = self.kinds(node.value)
+                    for target in node.targets:
+                        changed |= self._assign(target, kinds, scope)
+                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                    changed |= self._assign(node.target, self.kinds(node.value), scope)
+                elif isinstance(node, ast.For):
+                    changed |= self._loop(node)
+                elif isinstance(node, ast.Call):
+                    changed |= self._bind_call(node)
+            if not changed:
+                break
+        return self.flow
+
+    def _loop(self, node: ast.For) -> bool:
+        """`for i in range(torch.cuda.device_count())`: i is a device index."""
+        it = node.iter
+        if isinstance(it, ast.Call) and qualified(it.func, self.aliases) == "range" and it.args:
+            bound = it.args[-1] if len(it.args) < 3 else it.args[1]
+            if isinstance(bound, ast.Call) and qualified(bound.func, self.aliases) in INDEX_CALLS:
+                scope = self.scope_of.get(id(node), "")
+                return self._assign(node.target, {INDEX}, scope)
+        return False
+
+
+    def record_sites(self, lines: list[str]) -> None:
+        """The kinds of every call argument, keyed by position, for the libcst rules."""
+        flow = self.flow
+
+        def key(node: ast.AST) -> tuple[int, int]:
+            line = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
+            col = node.col_offset
+            if not line.isascii():  # ast counts UTF-8 bytes, libcst characters
+                col = len(line.encode("utf-8")[:col].decode("utf-8", errors="ignore"))
+            return node.lineno, col
+
+        tests: list[ast.AST] = []
+        calls: list[ast.Call] = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ClassDef) and _wraps(node, self.aliases):
+                flow.amp_wrappers[node.name] = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            if isinstance(node, ast.Call):
+                calls.append(node)
+                for value in (*node.args, *(kw.value for kw in node.keywords)):
+                    kinds = self.kinds(value)
+                    if is_env_lookup(value, self.aliases):
+                        kinds.add(INDEX)
+                    if kinds:
+                        flow.sites[key(value)] = kinds
+                for kw in node.keywords:
+                    if kw.arg == "fused" and TEST in self.kinds(kw.value):
+                        flow.fused_lines.add(kw.value.lineno)
+            elif isinstance(node, (ast.IfExp, ast.If)) and TEST in self.kinds(node.test):
+                tests.append(node)
+        for call in calls:
+            if isinstance(call.func, ast.Name) and call.func.id in flow.amp_wrappers \
+                    and call.lineno not in flow.amp_wrappers[call.func.id]:
+                flow.amp_wrapper_calls.add(call.lineno)
+        for branch in tests:  # dict(fused=True) if use_fused else dict()
+            body = [branch.body] if isinstance(branch, ast.IfExp) else branch.body
+            for part in body:
+                for node in ast.walk(part):
+                    if isinstance(node, ast.keyword) and node.arg == "fused":
+                        flow.fused_lines.add(node.value.lineno)
+
+
+AMP_WRAPPED = ("torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler",
+               "torch.cuda.amp.autocast")
+
+
+def _wraps(node: ast.ClassDef, aliases: dict[str, str]) -> bool:
+    for base in node.bases:
+        if qualified(base, aliases) in AMP_WRAPPED:
+            return True
+    return any(isinstance(n, ast.Call) and qualified(n.func, aliases) in AMP_WRAPPED
+               for n in ast.walk(node))
+
+
+def device_flow(tree: ast.Module, aliases: dict[str, str], lines: list[str]) -> DeviceFlow:
+    analysis = _Flow(tree, aliases)
+    analysis.run()
+    analysis.record_sites(lines)
+    return analysis.flow
