@@ -19,7 +19,8 @@ import time
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default="causal-lm")
+    parser.add_argument("--task", default="causal-lm", help="comma list, or 'all' for every derived task")
+    parser.add_argument("--every", type=int, default=1, help="sample every Nth item; the full time is extrapolated")
     parser.add_argument("--arch", default=None)
     parser.add_argument("--dtype", default="fp32,bf16,fp16")
     parser.add_argument("--device", default="sim")
@@ -31,16 +32,18 @@ def main() -> int:
     from conformance import backends
     from conformance.config import RunConfig
     from conformance.engine import run_items, start_run
-    from conformance.models.plan import plan
+    from conformance.models.plan import ModelOptions, plan
     from op_db.store import Store
 
-    items = plan(archs=args.arch.split(",") if args.arch else None, tasks=args.task.split(","),
-                 dtypes=args.dtype.split(","))
+    options = ModelOptions(archs=tuple(args.arch.split(",")) if args.arch else (), tasks=() if args.task == "all" else tuple(args.task.split(",")),
+                           dtypes=tuple(args.dtype.split(",")))
+    planned = plan(options)
+    items = planned[::args.every]
     adapter, device = backends.resolve(args.device)
     adapter.init()
     db = args.db or os.path.join(tempfile.mkdtemp(prefix="models-sweep-"), "sweep.db")
     config = RunConfig(backend=adapter.name, device=device, jobs=args.jobs, timeout_s=args.timeout,
-                       options={"attn": "eager", "divergence": True})
+                       suite_options=options)
     with Store.open(db) as store:
         run_id = start_run(store, config, adapter, {"suite": "model", "benchmark": "models_sweep"})
         start = time.perf_counter()
@@ -48,8 +51,11 @@ def main() -> int:
         wall = time.perf_counter() - start
         results = store.results(run_id)
     types = {r.subject for r in results}
-    print(f"{len(results)} items ({len(types)} model types x {args.dtype}) on {device} with {args.jobs} job(s): "
+    print(f"{len(results)} items ({len(types)} (type, task) subjects x {args.dtype}) on {device} with {args.jobs} job(s): "
           f"{wall:.1f} s wall, {len(results) / wall:.2f} items/s; database {db}")
+    if args.every > 1:
+        print(f"sampled every {args.every}th of {len(planned)} items: the whole selection extrapolates to "
+              f"{wall * len(planned) / max(len(results), 1) / 60:.1f} min wall")
     print("per status: " + ", ".join(f"{s}={n}" for s, n in sorted(summary.counts.items())))
     by_task = collections.Counter((r.extra.get("task", "?"), r.dtype, r.status.value) for r in results)
     print("\nper task, dtype and status:")

@@ -2,6 +2,8 @@
 
     python benchmarks/opinfo_sweep.py                    fp32 forward sweep, --jobs 1 and 2, plus the plain loop
     python benchmarks/opinfo_sweep.py --dtype fp32,bf16,fp16 --jobs 2 --no-plain
+    python benchmarks/opinfo_sweep.py --dtype fp32,bf16,fp16 --jobs 1 --no-plain --before 2a88640
+                                                         the same sweep from commit 2a88640 too, in this run
 
 Each configuration runs as its own `neuron-check ops` process with a fresh database, and
 is timed from process start to exit (imports, worker start-up and the summary included).
@@ -12,7 +14,10 @@ op calls per worker (sum of the items' op_time_s / jobs); 1.0 would be a free ha
 Also printed: the CPU seconds each configuration's processes used, which, unlike wall,
 does not depend on what else the (shared) machine is running.
 Targets (2-core machine): full fp32+bf16+fp16 forward sweep with 2 jobs in at most
-6 minutes; jobs=2 at least 1.7x faster than jobs=1; engine wall at most 0.75x the plain loop.
+6 minutes; jobs=2 at least 1.7x faster than jobs=1; engine wall at most 0.75x the plain loop;
+harness overhead at jobs=1 at most 1.4x op time. `--before REV` runs each configuration
+first from a copy of commit REV (`git archive`), so before and after come from one run on
+one machine load; `--ops` narrows the sweep to a comma list of OpInfo names.
 """
 
 from __future__ import annotations
@@ -26,15 +31,21 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 
-def run_engine(dtypes: str, jobs: int, workdir: Path) -> dict:
+
+def run_engine(dtypes: str, jobs: int, workdir: Path, tree: Path = ROOT, label: str = "engine",
+               ops: str | None = None) -> dict:
+    """One `neuron-check ops` process of the source tree `tree` (this checkout, or --before's copy)."""
     from op_db.store import Store
 
-    db = workdir / f"sweep-{dtypes.replace(',', '_')}-j{jobs}.db"
+    db = workdir / f"sweep-{label.replace(' ', '_')}-{dtypes.replace(',', '_')}-j{jobs}.db"
     env = {k: v for k, v in os.environ.items() if k != "NEURON_CHECK_SIM_PROFILE"}
+    env["PYTHONPATH"] = str(tree)
+    selection = ["--ops", ops] if ops else []
     started, cpu_before = time.perf_counter(), _children_cpu()
     done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--dtype", dtypes, "--jobs", str(jobs),
-                           "--db", str(db)], env=env, capture_output=True, text=True)
+                           "--db", str(db), *selection], env=env, capture_output=True, text=True, cwd=tree)
     wall, cpu = time.perf_counter() - started, _children_cpu() - cpu_before
     if done.returncode not in (0, 1):
         sys.exit(f"neuron-check ops failed ({done.returncode}): {done.stderr.strip()[-500:]}")
@@ -43,9 +54,18 @@ def run_engine(dtypes: str, jobs: int, workdir: Path) -> dict:
         results = store.results(run_id)
         counts = store.status_counts(run_id)
     op_time = sum(float(r.extra.get("op_time_s", 0.0) or 0.0) for r in results)
-    return {"label": f"engine jobs={jobs}", "wall": wall, "cpu": cpu, "items": len(results),
+    return {"label": f"{label} jobs={jobs}", "wall": wall, "cpu": cpu, "items": len(results),
             "samples": sum(r.samples for r in results), "op_time": op_time, "jobs": jobs,
             "counts": {k: v for k, v in counts.items() if v}}
+
+
+def source_tree(rev: str, workdir: Path) -> Path:
+    """A copy of commit `rev` of this repository (git archive), to time the code as it was."""
+    tree = workdir / f"tree-{rev}"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
 
 
 def _children_cpu() -> float:
@@ -65,10 +85,11 @@ def plain_loop(dtypes: list[str], threads: int | None = None) -> None:
     from torch.utils import _pytree as pytree
 
     import conformance.sim as sim
-    from conformance.planning import PlanOptions, plan
+    from conformance.planning import OpsOptions
+    from conformance.suite import plan as plan_command
 
     sim.register()
-    wanted = {(i.subject, i.dtype) for i in plan(PlanOptions(dtypes=tuple(dtypes)), "sim")}
+    wanted = {(i.subject, i.dtype) for i in plan_command("ops", OpsOptions(dtypes=tuple(dtypes)))}
     items = samples = 0
     for op in op_db:
         for dtype_name in dtypes:
@@ -107,10 +128,15 @@ def run_plain(dtypes: str, threads: int | None = None) -> dict:
     return {"label": f"plain loop{f' {threads}T' if threads else ''}", "wall": wall, "cpu": cpu, "items": int(items), "samples": int(samples), "op_time": None, "jobs": 1}
 
 
+def _overhead(row: dict) -> float:
+    """Wall over the time spent inside op calls per worker: 1.0 would be a free harness."""
+    return row["wall"] / (row["op_time"] / row["jobs"])
+
+
 def show(row: dict) -> None:
     overhead = ""
     if row["op_time"]:
-        overhead = f", overhead {row['wall'] / (row['op_time'] / row['jobs']):.2f}x op time"
+        overhead = f", overhead {_overhead(row):.2f}x op time"
     print(f"{row['label']:<15} wall {row['wall']:7.1f} s, {row['items'] / row['wall']:6.1f} items/s, "
           f"{row['samples'] / row['wall']:7.1f} samples/s, cpu {row['cpu']:6.1f} s ({row['items']} items, {row['samples']} samples{overhead})"
           + (f"  {row['counts']}" if row.get("counts") else ""))
@@ -121,6 +147,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="fp32", help="dtypes of the sweep (default fp32)")
     parser.add_argument("--jobs", default="1,2", help="comma list of --jobs values to time (default 1,2)")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain-loop baseline")
+    parser.add_argument("--before", metavar="REV", help="also time each configuration from commit REV, first")
+    parser.add_argument("--ops", default=None, help="comma list of OpInfo names to sweep (default: every op)")
+    parser.add_argument("--keep", metavar="DIR", help="write the runs' databases to DIR (default: a temporary folder)")
     parser.add_argument("--plain-threads", type=int, default=None,
                         help="also time the plain loop with this many intra-op threads (the engine's OpInfo "
                              "workers use 1); the target compares with torch's default")
@@ -132,10 +161,20 @@ def main() -> None:
     print(f"OpInfo forward sweep on sim, dtypes {args.dtype}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f} at start")
     rows = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
+        if args.keep:
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        before_tree = source_tree(args.before, Path(scratch)) if args.before else None
         for jobs in (int(j) for j in args.jobs.split(",")):
-            rows[jobs] = run_engine(args.dtype, jobs, Path(tmp))
+            if before_tree is not None:
+                before = run_engine(args.dtype, jobs, Path(tmp), before_tree, f"before {args.before}", args.ops)
+                show(before)
+            rows[jobs] = run_engine(args.dtype, jobs, Path(tmp), ops=args.ops, label="after" if before_tree else "engine")
             show(rows[jobs])
+            if before_tree is not None:
+                print(f"harness overhead at jobs={jobs}: before {_overhead(before):.2f}x, after {_overhead(rows[jobs]):.2f}x "
+                      f"op time" + (" (target <= 1.4x)" if jobs == 1 else ""))
     plain = None if args.no_plain else run_plain(args.dtype)
     if plain:
         show(plain)

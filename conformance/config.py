@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -12,20 +14,26 @@ class RunConfig:
 
     backend: str  # adapter name, e.g. "sim", "cuda", "neuron"
     device: str  # full device string, e.g. "sim", "cuda:1"
-    mode: str = "eager"  # "eager" or "compile"
     compile_backend: str | None = None  # None: the adapter's own torch.compile backend
     jobs: int = 1
     timeout_s: float = 120.0
     seed: int = 0
-    max_samples: int | None = None
-    reference_inputs: bool = False
     sim_profile: str | None = None  # path; workers also inherit NEURON_CHECK_SIM_PROFILE
     executor: str = "local"  # "local" or "ray"
     ray_address: str | None = None
-    options: dict[str, Any] = dataclasses.field(default_factory=dict)  # suite-specific
+    # The command's options dataclass (planning.OpsOptions, models.plan.ModelOptions, a plugin's):
+    # what the suites read in the workers (max samples, attention implementation, ...). An item's
+    # mode is the item's own (WorkItem.mode), never the run's.
+    suite_options: Any = None
 
     def with_(self, **changes: Any) -> "RunConfig":
         return dataclasses.replace(self, **changes)
+
+    def options_of(self, options_type: type[T]) -> T:
+        """The run's suite options if they are of `options_type`, else that type's defaults."""
+        if isinstance(self.suite_options, options_type):
+            return self.suite_options
+        return options_type()
 
 
 @dataclasses.dataclass

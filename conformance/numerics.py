@@ -12,8 +12,10 @@ same dtype (`ref`) and a float64 CPU oracle (`hi`):
    than SMALL_NUMEL elements, as torch._dynamo's accuracy check does: a device
    may differ from the CPU as long as it is no further from the exact answer.
 
-FP8 outputs are upcast to float32 and must be bit-exact unless the caller asks
-for an ULP bound (`fp8_ulp_distance`).
+FP8 (DESIGN rule 4): conversions and data movement are bit-exact (`compare_bits`),
+FP8 arithmetic is judged in FP8 steps (`compare_fp8_steps`), `_scaled_mm` by a
+float32-accumulation error bound (`compare_scaled_mm`). Every judge returns one
+`Comparison`; conformance/outcome.py turns it into a Status.
 
 With an oracle, every floating result also carries ulp statistics of device and CPU
 (`conformance.ulp`), and an otherwise passing result is a MISMATCH when the device's
@@ -55,16 +57,25 @@ class Comparison:
     """Outcome of comparing one output (possibly a tuple of tensors)."""
 
     ok: bool
-    rule: str  # "exact", "allclose", "oracle", "structure"
+    rule: str  # "exact", "allclose", "oracle", "bias", "structure", FP8: "fp8-steps", "error-bound"
     reason: str = ""
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     err_ratio: float | None = None
     leaf: int | None = None  # index of the first failing output leaf
+    where: str = ""  # the first failing place in words ("input 0x3a800001 (0.000977)", "grad lm_head.weight")
+    bound_ratio: float | None = None  # error-bound judges: worst |error| / bound (<= 1 passes)
+    samples: int = 1  # how many samples (or gradients) this comparison covers
+    passed: int | None = None  # how many of them passed; None: all when ok, else none
     numerics: ulp.Numerics | None = None  # ulp statistics vs the float64 oracle, when one was given
 
+    @property
+    def samples_passed(self) -> int:
+        return self.passed if self.passed is not None else (self.samples if self.ok else 0)
+
     def merge(self, other: "Comparison") -> "Comparison":
-        """Worst-of two comparisons: failures win, errors take the maximum."""
+        """Worst-of two comparisons (the leaves of one output, or the samples of one item):
+        failures win, errors take the maximum. Counts are the caller's to set."""
         first_fail = self if not self.ok else other
         return Comparison(
             ok=self.ok and other.ok,
@@ -74,6 +85,8 @@ class Comparison:
             max_rel_err=_max(self.max_rel_err, other.max_rel_err),
             err_ratio=_max(self.err_ratio, other.err_ratio),
             leaf=first_fail.leaf if not first_fail.ok else None,
+            where=first_fail.where if not first_fail.ok else "",
+            bound_ratio=_max(self.bound_ratio, other.bound_ratio),
             numerics=ulp.merge_numerics(self.numerics, other.numerics),
         )
 
@@ -83,7 +96,7 @@ def _max(a: float | None, b: float | None) -> float | None:
     return max(values) if values else None
 
 
-_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle", "bias")
+_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle", "bias", "fp8-steps", "error-bound")
 
 
 def _stronger(a: str, b: str) -> str:
@@ -152,7 +165,7 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
     dev = dev.detach().to("cpu")
     ref = ref.detach()
     if ref.dtype in FP8_DTYPES:
-        return _with_numerics(_compare_fp8(dev, ref), dev, ref, hi, judge=False)
+        return _with_numerics(compare_bits(dev, ref), dev, ref, hi, judge=False)
     if not (ref.is_floating_point() or ref.is_complex()):
         equal = torch.equal(dev, ref)
         reason = "" if equal else _first_difference(dev, ref)
@@ -173,32 +186,6 @@ def _with_numerics(result: Comparison, dev, ref, hi, judge: bool) -> Comparison:
     result.numerics = ulp.Numerics.of(dev.double(), ref.double(), hi.detach().double(), ref.dtype)
     reason = result.numerics.verdict() if result.ok and judge else None
     return dataclasses.replace(result, ok=False, rule="bias", reason=reason) if reason else result
-
-
-OracleLeaf = tuple  # (values: float64 tensor, hi: float64 tensor, dtype)
-
-
-def oracle_leaves(ref: Any, hi: Any) -> list[OracleLeaf]:
-    """The measurable leaves of an output the device reproduced bit for bit, to be measured
-    later in one go (`numerics_of_leaves`): the statistics are the CPU's for both."""
-    leaves = []
-    for r, h in zip(pytree.tree_leaves(ref), pytree.tree_leaves(hi)):
-        if isinstance(r, torch.Tensor) and r.is_complex() and isinstance(h, torch.Tensor) and h.is_complex():
-            r, h = torch.view_as_real(r.resolve_conj()), torch.view_as_real(h.resolve_conj())  # as compare does
-        if isinstance(r, torch.Tensor) and isinstance(h, torch.Tensor) and r.shape == h.shape \
-                and r.layout == torch.strided and r.dtype in ulp.rounding_dtypes() and r.numel():
-            leaves.append((r.detach().reshape(-1), h.detach().reshape(-1), r.dtype))  # widened once, pooled
-    return leaves
-
-
-def numerics_of_leaves(leaves: list[OracleLeaf]) -> ulp.Numerics | None:
-    """Statistics of many bit-identical outputs, one vectorised pass per dtype."""
-    total = None
-    for dtype in dict.fromkeys(leaf[2] for leaf in leaves):
-        values = torch.cat([v for v, _, d in leaves if d == dtype]).double()
-        hi = torch.cat([h.double() for _, h, d in leaves if d == dtype])
-        total = ulp.merge_numerics(total, ulp.Numerics.of(values, None, hi, dtype))
-    return total
 
 
 def _compare_float(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
@@ -257,33 +244,6 @@ def _compare_scalar(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
                         rtol=max(rtol or 0.0, 1.3e-6), atol=max(atol or 0.0, 1e-5), exact=exact)
 
 
-def _compare_fp8(dev: torch.Tensor, ref: torch.Tensor) -> Comparison:
-    dev_bits, ref_bits = dev.view(torch.uint8), ref.view(torch.uint8)
-    max_abs, max_rel = _errors(dev.float().double(), ref.float().double())
-    if torch.equal(dev_bits, ref_bits):
-        return Comparison(True, "exact", "", max_abs, max_rel)
-    where = _first_index(dev_bits != ref_bits)
-    at = int((dev_bits != ref_bits).reshape(-1).nonzero()[0, 0])  # `where` is a tuple for 2-d and up
-    flat_d, flat_r = dev_bits.reshape(-1), ref_bits.reshape(-1)
-    reason = (f"FP8 bits differ at index {where}: device 0x{int(flat_d[at]):02x} ({float(dev.reshape(-1)[at].float())}), "
-              f"CPU 0x{int(flat_r[at]):02x} ({float(ref.reshape(-1)[at].float())})")
-    return Comparison(False, "exact", reason, max_abs, max_rel)
-
-
-def fp8_ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Distance in representable FP8 steps between two FP8 tensors of one dtype.
-
-    Codes are mapped to a monotonic integer line (sign-magnitude to two's
-    complement) so that adjacent finite values are 1 apart and +0/-0 are 0.
-    """
-    def ordinal(t: torch.Tensor) -> torch.Tensor:
-        bits = t.view(torch.uint8).to(torch.int32)
-        magnitude = bits & 0x7F
-        return torch.where(bits & 0x80 != 0, -magnitude, magnitude)
-
-    return (ordinal(a) - ordinal(b)).abs()
-
-
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
     if a.numel() == 0:
         return 0.0
@@ -335,3 +295,161 @@ def _first_difference(dev: torch.Tensor, ref: torch.Tensor) -> str:
 def _dt(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
+
+
+# -- FP8 (DESIGN rule 4) ------------------------------------------------------------------
+
+# Integer dtype of the same width, to look at and step through bit patterns.
+_BITS_DTYPE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+FP32_UNIT_ROUNDOFF = 2.0 ** -24
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """The bit patterns of a floating tensor, as an integer tensor of the same width."""
+    return t.view(_BITS_DTYPE[t.element_size()])
+
+
+def bit_width(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size() * 8
+
+
+def describe_value(t: torch.Tensor, index: int) -> str:
+    """'0x43e00000 (448.0)': the bit pattern and value of element `index` (flat)."""
+    flat = t.reshape(-1)
+    pattern = int(bits(flat[index : index + 1])[0]) & ((1 << bit_width(t.dtype)) - 1)
+    digits = bit_width(t.dtype) // 4
+    value = float(flat[index].to(torch.float32)) if t.dtype != torch.float64 else float(flat[index])
+    return f"0x{pattern:0{digits}x} ({value!r})"
+
+
+def first_bit_difference(dev: torch.Tensor, ref: torch.Tensor) -> int | None:
+    """Flat index of the first element whose bit pattern differs (NaN payloads count), or None."""
+    differ = bits(dev.contiguous().reshape(-1)) != bits(ref.contiguous().reshape(-1))
+    return int(differ.nonzero()[0, 0]) if bool(differ.any()) else None
+
+
+def _shape_differs(dev: torch.Tensor, ref: torch.Tensor) -> Comparison | None:
+    if dev.dtype != ref.dtype or dev.shape != ref.shape:
+        return Comparison(False, "structure", f"device gave {dev.dtype} {tuple(dev.shape)}, CPU {ref.dtype} {tuple(ref.shape)}",
+                          where="output")
+    return None
+
+
+def _float_errors(dev: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    return _errors(dev.to(torch.float64), ref.to(torch.float64))
+
+
+def compare_bits(dev: Any, ref: Any, *, nan_equal: bool = False, source: torch.Tensor | None = None) -> Comparison:
+    """Bit-exact: every output bit pattern equals the CPU's. With `nan_equal`, any NaN matches any
+    NaN (IEEE 754 leaves sign and payload of a converted NaN open). With `source` (the input the
+    outputs were converted from, element for element), a difference is named by that input."""
+    dev_leaves, ref_leaves = pytree.tree_leaves(dev), pytree.tree_leaves(ref)
+    if len(dev_leaves) != len(ref_leaves):
+        return Comparison(False, "structure", f"{len(dev_leaves)} outputs, CPU gave {len(ref_leaves)}",
+                          where="output structure")
+    total = Comparison(True, "exact")
+    for number, (d, r) in enumerate(zip(dev_leaves, ref_leaves)):
+        one = _shape_differs(d, r) or _bits_leaf(d, r, source, nan_equal)
+        if len(ref_leaves) > 1 and not one.ok:
+            one.where = f"output {number}, {one.where}"
+        one.leaf = None if one.ok else number
+        total = _worst(total, one)
+    return total
+
+
+def _worst(total: Comparison, one: Comparison) -> Comparison:
+    """The first failure, with the largest errors over all leaves (one sample: counts stay 1)."""
+    worst = one if total.ok and not one.ok else total
+    worst.max_abs_err = _max(total.max_abs_err, one.max_abs_err)
+    worst.max_rel_err = _max(total.max_rel_err, one.max_rel_err)
+    return worst
+
+
+def _bits_leaf(dev: torch.Tensor, ref: torch.Tensor, source: torch.Tensor | None, nan_equal: bool) -> Comparison:
+    dev, ref = dev.contiguous().reshape(-1), ref.contiguous().reshape(-1)
+    same = bits(dev) == bits(ref)
+    if nan_equal and dev.is_floating_point():
+        same |= dev.isnan() & ref.isnan()
+    abs_err, rel_err = _float_errors(dev, ref) if dev.is_floating_point() else (None, None)
+    if bool(same.all()):
+        return Comparison(True, "exact", "", abs_err, rel_err)
+    index = int((~same).nonzero()[0, 0])
+    if source is not None and source.numel() == ref.numel():
+        where = f"input {describe_value(source, index)}"
+    else:
+        where = f"element {index}"
+    reason = (f"{int((~same).sum())}/{ref.numel()} values differ; first: {where}: "
+              f"device {describe_value(dev, index)}, CPU {describe_value(ref, index)}")
+    return Comparison(False, "exact", reason, abs_err, rel_err, where=where)
+
+
+def fp8_ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Distance in representable FP8 steps between two FP8 tensors of one dtype.
+
+    Codes are mapped to a monotonic integer line (sign-magnitude to two's
+    complement) so that adjacent finite values are 1 apart and +0/-0 are 0.
+    """
+    def ordinal(t: torch.Tensor) -> torch.Tensor:
+        pattern = t.view(torch.uint8).to(torch.int32)
+        magnitude = pattern & 0x7F
+        return torch.where(pattern & 0x80 != 0, -magnitude, magnitude)
+
+    return (ordinal(a) - ordinal(b)).abs()
+
+
+def compare_fp8_steps(dev: torch.Tensor, ref: torch.Tensor, limit: int) -> Comparison:
+    """FP8 outputs of arithmetic: NaN where the CPU has NaN, else within `limit` FP8 steps."""
+    differs = _shape_differs(dev, ref)
+    if differs is not None:
+        return differs
+    d, r = dev.contiguous().reshape(-1), ref.contiguous().reshape(-1)
+    nan_d, nan_r = d.float().isnan(), r.float().isnan()
+    steps = torch.where(nan_d | nan_r, 0, fp8_ulp_distance(d, r))
+    bad = (nan_d != nan_r) | (steps > limit)
+    abs_err, rel_err = _float_errors(d, r)
+    if not bool(bad.any()):
+        return Comparison(True, "fp8-steps", "", abs_err, rel_err,
+                          bound_ratio=float(steps.max()) / limit if steps.numel() else 0.0)
+    index = int(bad.nonzero()[0, 0])
+    reason = (f"{int(bad.sum())}/{r.numel()} outputs more than {limit} FP8 step(s) from the CPU's; "
+              f"first: element {index}: device {describe_value(d, index)}, CPU {describe_value(r, index)}")
+    return Comparison(False, "fp8-steps", reason, abs_err, rel_err, where=f"element {index}")
+
+
+def scaled_mm_bound(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                    out_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exact, bound): the float64 product of the dequantised inputs and the largest error a
+    correct float32-accumulating kernel may show against it, elementwise (the derivation is in
+    conformance/fp8/suite.py's docstring)."""
+    a64, b64 = a.to(torch.float64), b.to(torch.float64)
+    sa, sb = scale_a.to(torch.float64), scale_b.to(torch.float64)
+    exact = (a64 @ b64) * sa * sb
+    magnitude = (a64.abs() @ b64.abs()) * sa.abs() * sb.abs()
+    info = torch.finfo(out_dtype)
+    unit_out = info.eps / 2
+    depth = a.shape[-1] + 2  # K - 1 additions, two scale multiplications, one spare
+    bound = unit_out * exact.abs() + depth * FP32_UNIT_ROUNDOFF * (1 + unit_out) * magnitude
+    return exact, bound + info.smallest_normal * info.eps  # one subnormal step of slack
+
+
+def compare_scaled_mm(dev: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b_rows: torch.Tensor,
+                      scale_a: torch.Tensor, scale_b: torch.Tensor) -> Comparison:
+    """`_scaled_mm(a, b_rows.t(), scale_a, scale_b)` on the device within `scaled_mm_bound`."""
+    differs = _shape_differs(dev, ref)
+    if differs is not None:
+        return differs
+    exact, bound = scaled_mm_bound(a, b_rows.t(), scale_a, scale_b, ref.dtype)
+    dev64, ref64 = dev.to(torch.float64), ref.to(torch.float64)
+    ratio = ((dev64 - exact).abs() / bound).nan_to_num(float("inf"))
+    abs_err, rel_err = _float_errors(dev, ref)
+    err_ratio = _err_ratio(dev64, ref64, exact)
+    worst = float(ratio.max())
+    if worst <= 1.0:
+        return Comparison(True, "error-bound", "", abs_err, rel_err, err_ratio, bound_ratio=worst)
+    index = int((ratio > 1.0).reshape(-1).nonzero()[0, 0])
+    row, col = divmod(index, exact.shape[1])
+    where = f"output [{row}, {col}]"
+    reason = (f"{int((ratio > 1).sum())}/{ratio.numel()} outputs outside the error bound; first at {where}: "
+              f"device {float(dev64[row, col])!r}, exact {float(exact[row, col])!r}, "
+              f"CPU {float(ref64[row, col])!r}, bound {float(bound[row, col]):.3g}")
+    return Comparison(False, "error-bound", reason, abs_err, rel_err, err_ratio, where=where, bound_ratio=worst)

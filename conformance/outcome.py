@@ -1,17 +1,37 @@
-"""Turning what happened on the device into a Status; shared by every suite.
+"""The one rule that turns what happened to an item into a Status; every suite uses it.
 
-A backend that lacks a kernel says so in a handful of recognisable ways
-(c10's "Could not run ... with arguments from the ... backend", "not
-implemented for 'BFloat16'", "... is not supported ..."); everything else it
-raises is an ERROR: the op exists but broke.
+A suite observes one of a closed set of things and hands it to `status_of`:
+
+    observation                                   status
+    Missing(reason)        the backend lacks a capability the item needs
+                           (a dtype, an FP8 format it claims none of)  UNSUPPORTED
+    NotApplicable(reason)  nothing to judge: no samples, not an op of
+                           this build, no CPU reference can exist      SKIP
+    ReferenceFailed(text)  the CPU reference (or making inputs) raised REF_ERROR
+    an exception           the device raised; a missing kernel or dtype
+                           in the backend's words (`classify_exception`) UNSUPPORTED
+                           anything else                               ERROR
+    a Comparison           not ok (numerics.py's rule)                 MISMATCH
+                           ok, an op ran through the CPU fallback      FALLBACK
+                           ok                                          PASS
+
+CRASH and TIMEOUT are the engine's: the worker died or was killed, so no suite saw it.
+A backend that lacks a kernel says so in a handful of recognisable ways (c10's "Could
+not run ... with arguments from the ... backend", "not implemented for 'BFloat16'",
+"... is not supported ..."); everything else it raises is an ERROR: the op exists but broke.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import signal
+from typing import TYPE_CHECKING, Union
 
-from op_db.records import Status
+from op_db.records import Result, Status, WorkItem, shorten
+
+if TYPE_CHECKING:  # numerics imports torch; the engine's parent imports this module before it
+    from conformance.numerics import Comparison
 
 # Lower-cased phrases that mean "the backend has no kernel for this op/dtype".
 UNSUPPORTED_MARKERS = (
@@ -25,6 +45,75 @@ UNSUPPORTED_MARKERS = (
     "not currently implemented",
 )
 _UNSUPPORTED_RE = re.compile("|".join(re.escape(m) for m in UNSUPPORTED_MARKERS))
+
+
+@dataclasses.dataclass(frozen=True)
+class Missing:
+    """The backend lacks a capability the item needs (a dtype, a format)."""
+
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class NotApplicable:
+    """There is nothing to judge (no samples, unknown subject, no reference can exist)."""
+
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceFailed:
+    """The CPU side failed: says nothing about the backend."""
+
+    reason: str
+
+
+Observation = Union[Missing, NotApplicable, ReferenceFailed, BaseException, "Comparison"]
+
+# The rule as data, in the order `status_of` applies it (README "Statuses" prints it).
+RULES: tuple[tuple[str, Status], ...] = (
+    ("Missing: the backend lacks the item's dtype or format", Status.UNSUPPORTED),
+    ("NotApplicable: no samples, unknown subject, no CPU reference exists", Status.SKIP),
+    ("ReferenceFailed: the CPU reference or the inputs failed", Status.REF_ERROR),
+    ("exception on the device naming a missing kernel or dtype", Status.UNSUPPORTED),
+    ("any other exception on the device", Status.ERROR),
+    ("Comparison outside the numerics rule", Status.MISMATCH),
+    ("Comparison within the rule, an op ran through the CPU fallback", Status.FALLBACK),
+    ("Comparison within the rule", Status.PASS),
+)
+
+
+def status_of(observed: Observation, *, fallback: bool = False) -> Status:
+    """The Status of an item from what it observed (see the table above). `fallback`: some op of
+    the item ran through the backend's CPU fallback; it only matters for a passing comparison."""
+    if isinstance(observed, Missing):
+        return Status.UNSUPPORTED
+    if isinstance(observed, NotApplicable):
+        return Status.SKIP
+    if isinstance(observed, ReferenceFailed):
+        return Status.REF_ERROR
+    if isinstance(observed, BaseException):
+        return classify_exception(observed)
+    from conformance.numerics import Comparison
+
+    if isinstance(observed, Comparison):
+        if not observed.ok:
+            return Status.MISMATCH
+        return Status.FALLBACK if fallback else Status.PASS
+    raise TypeError(f"not an observation: {type(observed).__name__}")
+
+
+def result_for(item: WorkItem, observed: Observation, *, fallback: bool = False, **fields) -> Result:
+    """The item's Result for `observed`: its status by `status_of`, and as message the
+    observation's reason or the exception's text (unless `fields` give one)."""
+    if "message" not in fields:
+        if isinstance(observed, BaseException):
+            fields["message"] = shorten(describe_exception(observed))
+        elif isinstance(observed, (Missing, NotApplicable, ReferenceFailed)):
+            fields["message"] = shorten(observed.reason)
+        else:  # a Comparison: its reason says what failed
+            fields["message"] = shorten(observed.reason) if not observed.ok else None
+    return Result.for_item(item, status_of(observed, fallback=fallback), **fields)
 
 
 def classify_exception(exc: BaseException) -> Status:

@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from op_db.records import ROUNDING_CLASSES
 
@@ -342,3 +343,35 @@ class Numerics:
 
 def merge_numerics(a: Numerics | None, b: Numerics | None) -> Numerics | None:
     return b if a is None else a.merge(b)
+
+
+OracleLeaf = tuple  # (values: a flat output, hi: its flat float64 oracle, dtype)
+
+
+def measurable(out: Any) -> bool:
+    """Does `out` hold a leaf these statistics measure? (else its oracle would be wasted work)"""
+    return any(isinstance(t, torch.Tensor) and t.numel() and t.layout == torch.strided
+               and t.dtype.to_real() in rounding_dtypes() for t in pytree.tree_leaves(out))
+
+
+def oracle_leaves(ref: Any, hi: Any) -> list[OracleLeaf]:
+    """The measurable leaves of an output the device reproduced bit for bit, to be measured
+    later in one go (`numerics_of_leaves`): the statistics are the CPU's for both."""
+    leaves = []
+    for r, h in zip(pytree.tree_leaves(ref), pytree.tree_leaves(hi)):
+        if isinstance(r, torch.Tensor) and r.is_complex() and isinstance(h, torch.Tensor) and h.is_complex():
+            r, h = torch.view_as_real(r.resolve_conj()), torch.view_as_real(h.resolve_conj())  # as compare does
+        if isinstance(r, torch.Tensor) and isinstance(h, torch.Tensor) and r.shape == h.shape \
+                and r.layout == torch.strided and r.dtype in rounding_dtypes() and r.numel():
+            leaves.append((r.detach().reshape(-1), h.detach().reshape(-1), r.dtype))  # widened once, pooled
+    return leaves
+
+
+def numerics_of_leaves(leaves: list[OracleLeaf]) -> Numerics | None:
+    """Statistics of many bit-identical outputs, one vectorised pass per dtype."""
+    total = None
+    for dtype in dict.fromkeys(leaf[2] for leaf in leaves):
+        values = torch.cat([v for v, _, d in leaves if d == dtype]).double()
+        hi = torch.cat([h.double() for _, h, d in leaves if d == dtype])
+        total = merge_numerics(total, Numerics.of(values, None, hi, dtype))
+    return total

@@ -1,5 +1,5 @@
-"""Op inventory: what the dispatcher has registered for a backend, and which aten
-overloads each OpInfo subject hit.
+"""Op inventory: what the dispatcher has registered for a backend. (Which aten overloads
+each OpInfo subject hit is measured per result: `Result.aten_ops`.)
 
 Registration kinds, checked in this order for every aten op (the first that
 holds wins):
@@ -93,12 +93,3 @@ def store_coverage(store: Any, run_id: int, adapter: Any) -> int:
     rows = dispatcher_coverage(adapter.dispatch_key)
     store.set_coverage(run_id, rows)
     return len(rows)
-
-
-def opinfo_aten_map(results: Iterable[Any]) -> dict[str, list[str]]:
-    """OpInfo subject -> the aten overloads its items hit on the device (measured, not guessed)."""
-    found: dict[str, set[str]] = {}
-    for r in results:
-        if r.suite == "opinfo":
-            found.setdefault(r.subject, set()).update(r.aten_ops)
-    return {subject: sorted(ops) for subject, ops in sorted(found.items())}

@@ -15,16 +15,14 @@ The profile holds only what the run measured (DESIGN.md, "The `sim` device"):
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from op_db.errors import InputError
 from op_db.records import Result, Status
+from op_db.sim_profile import dtype_names, is_op_pattern, load_profile
 
-# The op spelling sim profiles accept (aten-style dotted names).
-_OP_NAME = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
 _NEUTRAL = {Status.SKIP, Status.REF_ERROR}
 
 
@@ -35,13 +33,20 @@ def profile_from_results(results: list[Result], name: str) -> dict[str, Any]:
     for r in results:
         if r.status not in _NEUTRAL:
             by_dtype[r.dtype].add(r.status)
-    dtypes = sorted(d for d, statuses in by_dtype.items() if statuses == {Status.UNSUPPORTED} and _is_dtype(d))
-    return {
+    dtypes = sorted(d for d, statuses in by_dtype.items() if statuses == {Status.UNSUPPORTED} and d in dtype_names())
+    profile = {
         "name": name,
-        "unsupported_ops": sorted(op for op in unsupported if _OP_NAME.match(op)),
-        "fallback_ops": sorted(op for op in fallback - unsupported if _OP_NAME.match(op)),
+        "unsupported_ops": sorted(op for op in unsupported if _exact_op(op)),
+        "fallback_ops": sorted(op for op in fallback - unsupported if _exact_op(op)),
         "unsupported_dtypes": dtypes,
     }
+    load_profile(profile)  # the export is a profile by the one schema (op_db/sim_profile.py)
+    return profile
+
+
+def _exact_op(name: str) -> bool:
+    """A measured op name the schema accepts, taken literally (a '*' in it would glob)."""
+    return is_op_pattern(name) and "*" not in name
 
 
 def export_profile(store: Any, run_spec: str | int | None, path: str | Path | None = None) -> dict[str, Any]:
@@ -59,9 +64,3 @@ def export_profile(store: Any, run_spec: str | int | None, path: str | Path | No
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror}.") from None
     return profile
-
-
-def _is_dtype(name: str) -> bool:
-    import torch
-
-    return isinstance(getattr(torch, name, None), torch.dtype)

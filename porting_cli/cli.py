@@ -20,6 +20,7 @@ COMMANDS = {
     "port": "port",
     "ops": "ops",
     "models": "models",
+    "dist": "dist",
     "devices": "devices",
     "runs": "runs",
     "report": "report",
@@ -35,11 +36,12 @@ EXIT_OK, EXIT_TRIPPED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def _looks_like_script(arg: str) -> bool:
-    return arg.endswith(".py") or (os.path.sep in arg and not arg.startswith("-"))
+    """A .py file, a path, or a folder (project mode)."""
+    return arg.endswith(".py") or (os.path.sep in arg and not arg.startswith("-")) or os.path.isdir(arg)
 
 
 def route_script(args: list[str]) -> list[str]:
-    """`neuron-check [opts] model.py ...` means `neuron-check [opts] port model.py ...`."""
+    """`neuron-check [opts] model.py|folder ...` means `neuron-check [opts] port model.py|folder ...`."""
     for index, arg in enumerate(args):
         if arg.startswith("-"):
             continue
@@ -53,12 +55,16 @@ class NeuronCheckGroup(click.Group):
     """Lazy command loading, script routing and the error convention."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        from porting_cli.suite_cli import plugin_commands
+
+        return sorted(set(COMMANDS) | set(plugin_commands()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         module_name = COMMANDS.get(name)
         if module_name is None:
-            return None
+            from porting_cli.suite_cli import plugin_commands
+
+            return plugin_commands().get(name)  # a suite from the `neuron_check.suites` entry points
         try:
             module = importlib.import_module(f"porting_cli.commands.{module_name}")
         except ModuleNotFoundError as exc:
@@ -76,25 +82,32 @@ class NeuronCheckGroup(click.Group):
         kwargs.setdefault("standalone_mode", False)
         tolerant_streams()  # a report never dies on a terminal that cannot encode it
         debug = "--debug" in sys.argv[1:] or bool(os.environ.get("NEURON_CHECK_DEBUG"))
+        from conformance.lifeline import exit_status, interrupt_on_sigterm
+
+        interrupt_on_sigterm()  # SIGTERM stops like Ctrl-C, with exit status 143
         try:
             result = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
-            exc.message = for_terminal(exc.message)  # usage errors quote what was typed
-            exc.show()
+            # One line, like every other error: click's own three-line usage block is noise in
+            # a CI log, and the message quotes what was typed, so it is escaped.
+            where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else None
+            hint = f" (see '{where} --help')" if where else ""
+            message = for_terminal(exc.format_message()).rstrip(".")
+            click.echo(f"neuron-check: error: {message}{hint}.", err=True)
             sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
-        except click.Abort:
+        except click.Abort as exc:  # click's wrapping of a KeyboardInterrupt (or of EOF at a prompt)
             click.echo("neuron-check: interrupted.", err=True)
-            sys.exit(130)
+            sys.exit(exit_status(exc.__cause__ or KeyboardInterrupt()))
         except InputError as exc:
             if debug:
                 raise
             click.echo(f"neuron-check: error: {for_terminal(exc)}", err=True)  # errors quote user input
             sys.exit(EXIT_USAGE)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             click.echo("neuron-check: interrupted.", err=True)
-            sys.exit(130)
+            sys.exit(exit_status(exc))
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             if debug:
                 raise

@@ -2,7 +2,7 @@
 
 Three copies of the model run the same inputs without gradients, in eval mode: on the target,
 on the CPU in the same dtype, and on the CPU in float64 (the oracle of DESIGN.md's rule). When
-the outputs break the rule, conformance/models/divergence.py names the first divergent module.
+the outputs break the rule, conformance/models/first_divergence.py names the first divergent module.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.models.divergence import locate
+from conformance.models.first_divergence import locate
 from conformance.numerics import compare
 
 

@@ -12,7 +12,7 @@ project's effort is the sum of the ranges.
 
 **blocked** means new code is needed: a finding of a rule marked ``blocks`` in the rule
 table (a CUDA extension, a Triton kernel without fallback, a CUDA-only library with no
-PyTorch replacement), an op UNSUPPORTED or ERROR on the target (live or predicted), or a
+PyTorch replacement), an op UNSUPPORTED, ERROR or TIMEOUT on the target (live or predicted), or a
 script that fails on the target. An API substitution never blocks, whatever its effort.
 Every `blocked` verdict names the items that cause it.
 
@@ -40,7 +40,7 @@ WHY: dict[str, str] = {
 }
 #: rules whose item is the library, project-wide (named in the finding's message)
 LIBRARY_RULES = frozenset({"NC703", "NC704", "NC705"})
-BLOCKING_STATUSES = ("UNSUPPORTED", "ERROR")
+BLOCKING_STATUSES = ("UNSUPPORTED", "ERROR", "TIMEOUT")  # TIMEOUT: the op hung on the target
 LIBRARY_NAME = re.compile(r"`([^`]+)`")
 VERDICTS = ("ready", "ready-with-fixes", "blocked")
 
@@ -144,8 +144,10 @@ def op_items(ops: list[dict[str, Any]]) -> list[ChangeItem]:
                 id="", kind="op", family="ops", path=None, rules=(), sites=tuple(r["sites"][:10]),
                 count=r["count"], effort="high", hours_low=low, hours_high=high, fixable=False,
                 needs_change=True, blocks=True,
-                rationale=f"{r['op']} is {r['status']} ({how}){where}: the backend needs a kernel "
-                          "for it, or the model a composite of supported ops"))
+                rationale=f"{r['op']} is {r['status']} ({how}){where}: "
+                          + ("it never returned on the target; the backend must fix the kernel, or "
+                             "the model avoid the op" if r["status"] == "TIMEOUT" else
+                             "the backend needs a kernel for it, or the model a composite of supported ops")))
     fallback = [r for r in ops if r["status"] == "FALLBACK"]
     if fallback:
         low, high = HOURS["low"]

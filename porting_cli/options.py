@@ -77,6 +77,13 @@ def resolve_device(device: str | None, sim_profile: str | None = None):
     if profile is not None and adapter.name != "sim":
         raise click.UsageError("--sim-profile applies only to --device sim.")
     adapter.init()
+    _, index = backends.split_device(device_string)
+    count = adapter.device_count()
+    if index is not None and count and not 0 <= index < count:
+        from op_db.errors import InputError
+
+        raise InputError(f"device {device_string!r} does not exist: {adapter.name} has {count} device(s), "
+                         f"index 0 to {count - 1}.")
     return adapter, device_string
 
 
@@ -153,9 +160,10 @@ def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
 
 
 def run_and_report(store, items, config, adapter, run_id: int, *, command_name: str, junit_path: str | None,
-                   failing_statuses: set, strict_fallback: bool) -> int:
+                   failing_statuses: set, strict_fallback: bool, executor=None) -> int:
     """Run planned items through the engine, print the summary, write JUnit; the exit code
-    (130 interrupted, 1 when a --fail-on status occurred, else 0)."""
+    (128 + the signal when interrupted: 130 Ctrl-C, 143 SIGTERM; 1 when a --fail-on status
+    occurred; else 0)."""
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
     from reports.render.summary import summary_table
@@ -164,7 +172,7 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     label = " (simulated)" if adapter.simulated else ""
     echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
     with store.keep_alive(run_id):
-        summary = run_items(items, config, store, run_id, progress=True)
+        summary = run_items(items, config, store, run_id, progress=True, executor=executor)
     results = store.results(run_id)
     echo(summary_table(results, run_id=run_id, device=config.device, simulated=adapter.simulated,
                              interrupted=summary.interrupted))
@@ -174,10 +182,24 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
         failing = FAILING | ({Status.FALLBACK} if strict_fallback else set())
         write_junit(results, junit_path, suite_name=f"neuron-check {command_name} run {run_id}", failing=frozenset(failing))
     if summary.interrupted:
-        return 130
+        click.echo(f"neuron-check: run {run_id} interrupted; finish it with: {resume_command(store, command_name, run_id)}",
+                   err=True)
+        return 128 + summary.signal
     if failing_statuses and any(r.status in failing_statuses for r in results):
         return 1
     return 0
+
+
+def resume_command(store, command_name: str, run_id: int) -> str:
+    """The command line that finishes run `run_id` of `store` (--db only when not the default)."""
+    import shlex
+
+    from op_db.store import default_path
+
+    words = ["neuron-check", command_name, "--resume", str(run_id)]
+    if store.path.resolve() != default_path().resolve():
+        words += ["--db", str(store.path)]
+    return shlex.join(words)
 
 
 def executor_options(func):

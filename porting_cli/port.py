@@ -7,10 +7,13 @@ reports/render/porting.py and reports/render/sarif.py reads. Imports nothing hea
 
 The verdict, the change items and the effort come from porting_cli.effort (its docstring
 has the rules): `blocked` only where new code is needed, and then it names the items
-that cause it (`blocked_by`).
+that cause it (`blocked_by`). An op that hangs until --max-seconds is a TIMEOUT op, which
+blocks like an UNSUPPORTED one.
 
-A script that calls `sys.exit(n)` has finished (its code is noted). A run stopped by
---max-steps or --max-seconds is judged on what was seen; a time stop says the report is partial.
+Call sites that ran only because the trace remapped them are findings too (NCRT1,
+porting_cli/remap_findings.py). A script that calls `sys.exit(n)` has finished (its code is
+noted). A run stopped by --max-steps or --max-seconds is judged on what was seen; a time stop
+says the report is partial.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from typing import Any
 from porting_cli.effort import BLOCKING_STATUSES, VERDICTS, change_items, decide, effort_of
 from porting_cli.scan.rules import RULES_BY_ID
 
-__all__ = ["VERDICTS", "PortReport", "build_report", "exit_code", "op_table"]
+__all__ = ["BLOCKING_STATUSES", "VERDICTS", "PortReport", "build_report", "exit_code", "op_table"]
 # Order of the op table: what blocks first.
-STATUS_ORDER = ("UNSUPPORTED", "ERROR", "FALLBACK", "untested", "not-reached", "ran")
+STATUS_ORDER = ("UNSUPPORTED", "ERROR", "TIMEOUT", "FALLBACK", "untested", "not-reached", "ran")
 SITES_PER_OP = 10
 
 
@@ -42,6 +45,8 @@ class PortReport:
     patch: str
     runtime: dict[str, Any] | None
     rules: dict[str, dict[str, Any]]  # metadata of the rules that fired (SARIF needs it)
+    files: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # per scanned file
+    warnings: list[str] = dataclasses.field(default_factory=list)  # files skipped, links not followed
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": 1, **dataclasses.asdict(self)}
@@ -62,10 +67,11 @@ def op_table(trace: Any, prediction: Any = None, reach: Any = None) -> list[dict
 
     def row(op: str, source: str) -> dict[str, Any]:
         return rows.setdefault(op, {"op": op, "count": 0, "status": "ran", "source": source,
-                                    "sites": Counter(), "dtypes": set(), "message": None})
+                                    "sites": Counter(), "dtypes": set(), "message": None, "processes": set()})
 
     for use in trace.uses:
         entry = row(use.op, "live")
+        entry["processes"].add(use.process)
         entry["count"] += use.count
         entry["dtypes"].update(use.dtypes)
         entry["sites"][use.site or "(library code)"] += use.count
@@ -98,7 +104,8 @@ def op_table(trace: Any, prediction: Any = None, reach: Any = None) -> list[dict
         if error_site in sites:  # the line where it failed comes first
             sites.remove(error_site)
             sites.insert(0, error_site)
-        entry.update(sites=sites[:SITES_PER_OP], dtypes=sorted(entry["dtypes"]), predicted=predicted)
+        entry.update(sites=sites[:SITES_PER_OP], dtypes=sorted(entry["dtypes"]), predicted=predicted,
+                     processes=sorted(entry["processes"]))
         table.append(entry)
     table.sort(key=lambda r: (STATUS_ORDER.index(r["status"]) if r["status"] in STATUS_ORDER else 0,
                               -r["count"], r["op"]))
@@ -116,26 +123,36 @@ def runtime_dict(trace: Any, max_steps: int, max_seconds: float | None, against:
         "exit_message": trace.exit_message, "exception": trace.exception,
         "divergence": trace.divergence, "notes": trace.notes, "output_tail": trace.output_tail,
         "limits": {"max_steps": max_steps, "max_seconds": max_seconds},
-        "against": against, "reach_run": reach is not None,
+        "against": against, "reach_run": reach is not None, "processes": trace.processes,
     }
 
 
 def build_report(script: str, scan: Any, patch: str, trace: Any = None, *, prediction: Any = None,
-                 reach: Any = None, max_steps: int = 2, max_seconds: float | None = None) -> PortReport:
-    findings = [finding_dict(f) for f in sorted(scan.findings, key=lambda f: f.sort_key())]
+                 reach: Any = None, max_steps: int = 2, max_seconds: float | None = None,
+                 files: list[dict[str, Any]] | None = None, warnings: list[str] | None = None,
+                 base_dir: str | None = None) -> PortReport:
+    """`files`/`warnings`: project mode's per-file summary and skipped files; `base_dir`: the
+    folder that finding paths and runtime sites are relative to (default: the working one)."""
+    from porting_cli.remap_findings import REMAP_RULE, remap_findings
+
+    findings = [finding_dict(f) for f in sorted(scan.findings, key=lambda f: (f.path, *f.sort_key()))]
     ops = op_table(trace, prediction, reach) if trace is not None else []
     runtime = None
     if trace is not None:
         runtime = runtime_dict(trace, max_steps, max_seconds, prediction.source if prediction else None, reach)
+    remapped = sorted(trace.remapped, key=lambda r: _site_key(r["site"]) + (r["what"],)) if trace is not None else []
+    findings += remap_findings(remapped, findings, base_dir)  # works only by remap: counts too
+    findings.sort(key=lambda f: (f["path"], f["line"], f["col"], f["rule"]))  # grouped by file
     items = change_items(findings, ops, runtime)
     verdict = decide(items, runtime)
-    remapped = sorted(trace.remapped, key=lambda r: _site_key(r["site"]) + (r["what"],)) if trace is not None else []
     rules = {f["rule"]: dataclasses.asdict(RULES_BY_ID[f["rule"]]) for f in findings if f["rule"] in RULES_BY_ID}
+    if any(f["rule"] == REMAP_RULE["id"] for f in findings):
+        rules[REMAP_RULE["id"]] = dict(REMAP_RULE)
     return PortReport(script=script, verdict=verdict.verdict, reasons=verdict.reasons,
                       effort=effort_of(items, findings, ops).to_dict(),
                       items=[i.to_dict() for i in items], blocked_by=verdict.blocked_by,
                       findings=findings, ops=ops, remapped=remapped, patch=patch, runtime=runtime,
-                      rules=rules)
+                      rules=rules, files=files or [], warnings=warnings or [])
 
 
 def _site_key(site: str | None) -> tuple[str, int]:

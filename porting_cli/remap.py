@@ -23,7 +23,6 @@ count; calls made from library code rather than the user's files are logged with
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import sys
 import threading
@@ -34,75 +33,10 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from porting_cli.frames import UserFrames
+
 CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
-
-# neuron-check's own packages: never "the user's code", even below the script's folder.
-_OWN_PACKAGES = ("porting_cli", "conformance", "op_db", "reports")
-
-
-class UserFrames:
-    """Finds the innermost stack frame that belongs to the user's script.
-
-    User code is the script itself plus files under the script's directory, excluding
-    installed packages and neuron-check's own packages. Ops issued from an autograd worker
-    thread (backward) are attributed to the line of the script's thread that is waiting,
-    i.e. the `loss.backward()` call.
-    """
-
-    def __init__(self, script: str):
-        self.script = os.path.abspath(script)
-        self.root = os.path.dirname(self.script)
-        self.thread_id = threading.get_ident()
-        self._cache: dict[str, bool] = {}
-        own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        self._excluded = [os.path.join(own, name) + os.sep for name in _OWN_PACKAGES]
-        self._excluded += [os.path.abspath(p) + os.sep for p in {sys.prefix, sys.base_prefix} if p]
-        self._excluded += [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep]
-
-    def is_user(self, filename: str) -> bool:
-        known = self._cache.get(filename)
-        if known is None:
-            path = os.path.abspath(filename)
-            known = path == self.script or (
-                path.startswith(self.root + os.sep)
-                and "site-packages" not in path
-                and not any(path.startswith(ex) for ex in self._excluded)
-            )
-            self._cache[filename] = known
-        return known
-
-    def site(self) -> str | None:
-        """'path:line' of the innermost user frame now running, or None (library code)."""
-        if threading.get_ident() == self.thread_id:
-            frame = sys._getframe(1)
-        else:
-            frame = sys._current_frames().get(self.thread_id)
-        while frame is not None:
-            if self.is_user(frame.f_code.co_filename):
-                return self.format(frame.f_code.co_filename, frame.f_lineno)
-            frame = frame.f_back
-        return None
-
-    def traceback_site(self, tb: Any) -> str | None:
-        """'path:line' of the innermost user frame of a traceback."""
-        found = None
-        while tb is not None:
-            if self.is_user(tb.tb_frame.f_code.co_filename):
-                found = self.format(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
-            tb = tb.tb_next
-        return found
-
-    @staticmethod
-    def format(filename: str, line: int) -> str:
-        return f"{display_path(filename)}:{line}"
-
-
-def display_path(path: str) -> str:
-    """Relative to the working directory when below it (as SARIF and editors like it)."""
-    path = os.path.abspath(path)
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
-
+AUTOCAST_ARGS = ("dtype", "enabled", "cache_enabled")  # torch.amp.autocast's after device_type
 
 class RemapLog:
     """Counts each remapped call by (site, what); `on_new` is told the first time of each."""
@@ -126,23 +60,29 @@ class RemapLog:
             self.on_new(*key)
 
 
-def _is_cuda(value: Any) -> bool:
+def is_cuda_device(value: Any) -> bool:
     if isinstance(value, str):
         return bool(CUDA_DEVICE.match(value))
     return isinstance(value, torch.device) and value.type == "cuda"
 
 
-def _describe(value: Any) -> str:
+def describe_device(value: Any) -> str:
     return repr(value) if isinstance(value, str) else f"torch.device({str(value)!r})"
 
 
 class DeviceRemapMode(TorchFunctionMode):
-    """Rewrites CUDA device arguments of torch calls to the target device."""
+    """Rewrites CUDA device arguments of torch calls to the target device.
 
-    def __init__(self, target: str, log: RemapLog):
+    When the target has no pinned host memory, `pin_memory=True` and `Tensor.pin_memory()` are
+    dropped (the tensor stays in pageable memory), so the script runs and the log says so.
+    """
+
+    def __init__(self, target: str, log: RemapLog, pinning: bool = True):
         super().__init__()
         self.target = target
         self.log = log
+        self.pinning = pinning
+        self.device_type = torch.device(target).type
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -151,14 +91,25 @@ class DeviceRemapMode(TorchFunctionMode):
         if func is torch.Tensor.cuda:
             self.log(f"Tensor.cuda() -> .to({self.target!r})")
             return args[0].to(self.target, non_blocking=bool(kwargs.get("non_blocking", False)))
+        if not self.pinning:
+            if func is torch.Tensor.pin_memory:
+                self.log(f"Tensor.pin_memory() -> unpinned ({self.device_type} has no pinned memory)")
+                return args[0]
+            if func is torch.Tensor.is_pinned:
+                return False
+            if kwargs.get("pin_memory"):
+                self.log(f"{name}(pin_memory=True) -> pin_memory=False ({self.device_type} has no pinned memory)")
+                kwargs["pin_memory"] = False
         changed = []
-        if _is_cuda(kwargs.get("device")):
-            changed.append(_describe(kwargs["device"]))
+        if is_cuda_device(kwargs.get("device")):
+            changed.append(describe_device(kwargs["device"]))
             kwargs["device"] = self.target
-        if any(_is_cuda(a) for a in args):
-            changed += [_describe(a) for a in args if _is_cuda(a)]
-            args = tuple(self.target if _is_cuda(a) else a for a in args)
-        if changed:
+        if any(is_cuda_device(a) for a in args):
+            changed += [describe_device(a) for a in args if is_cuda_device(a)]
+            args = tuple(self.target if is_cuda_device(a) else a for a in args)
+        if changed and func is torch.device:
+            self.log(f"torch.device({changed[0]}) -> {self.target!r}")
+        elif changed:
             self.log(f"{name}(device={changed[0]}) -> {self.target!r}")
         return func(*args, **kwargs)
 
@@ -179,6 +130,40 @@ def _autocast_usable(device_type: str) -> bool:
         return False
 
 
+def _pinning_usable() -> bool:
+    """Whether the target has pinned host memory (a PrivateUse1 backend may not register it)."""
+    try:
+        torch.empty(1).pin_memory()
+        return True
+    except Exception:
+        return False
+
+
+def _noting_start(frames: UserFrames, start: Callable[..., Any]) -> Callable[..., Any]:
+    """Thread.start that notes the user line starting the thread (its ops' site when it has
+    none of its own) and carries the starter's torch modes (remap, op recorder) into it:
+    torch keeps mode stacks per thread."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    def noting_start(self: threading.Thread) -> None:
+        frames.note_thread_start(self)
+        modes = [*_get_current_function_mode_stack(), *_get_current_dispatch_mode_stack()]
+        run = self.run
+
+        def run_with_modes() -> None:
+            with contextlib.ExitStack() as stack:
+                for mode in modes:
+                    stack.enter_context(mode)
+                run()
+
+        if modes:
+            self.run = run_with_modes  # type: ignore[method-assign]
+        start(self)
+
+    return noting_start
+
+
 @contextlib.contextmanager
 def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
     """Inside the block, CUDA calls run on `target`; yields a list of notes (e.g. autocast off)."""
@@ -190,16 +175,22 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
     base_autocast, base_scaler = torch.amp.autocast, torch.amp.GradScaler
 
     class RemappedAutocast(base_autocast):  # type: ignore[misc, valid-type]
-        def __init__(self, device_type_arg: str = "cuda", *args: Any, **kwargs: Any):
-            if device_type_arg == "cuda":
+        """torch.autocast with every calling form: positional or keyword device_type, dtype,
+        enabled and cache_enabled (also through functools.partial)."""
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            args_list = list(args)
+            given = kwargs.pop("device_type") if "device_type" in kwargs else (args_list.pop(0) if args_list else "cuda")
+            kwargs.update(zip(AUTOCAST_ARGS, args_list))
+            if given == "cuda":
                 log(f"autocast('cuda') -> autocast({device_type!r})")
-                device_type_arg = device_type
-            if device_type_arg == device_type and not autocast_ok:
+                given = device_type
+            if given == device_type and not autocast_ok:
                 kwargs["enabled"] = False
                 note = f"autocast is not usable on {device_type!r}; autocast regions ran without it"
                 if note not in notes:
                     notes.append(note)
-            super().__init__(device_type_arg, *args, **kwargs)
+            super().__init__(given, **kwargs)
 
     class RemappedGradScaler(base_scaler):  # type: ignore[misc, valid-type]
         def __init__(self, device: str = "cuda", *args: Any, **kwargs: Any):
@@ -210,7 +201,7 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
 
     def cuda_autocast(enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True):
         log(f"torch.cuda.amp.autocast -> torch.amp.autocast({device_type!r})")
-        return RemappedAutocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        return RemappedAutocast(device_type, dtype=dtype, enabled=bool(enabled), cache_enabled=cache_enabled)
 
     def cuda_grad_scaler(*args: Any, **kwargs: Any):
         log(f"torch.cuda.amp.GradScaler -> torch.amp.GradScaler({device_type!r})")
@@ -228,8 +219,8 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
         return self.to(target)
 
     def set_default_device(device: Any) -> None:
-        if _is_cuda(device):
-            log(f"torch.set_default_device({_describe(device)}) -> {target!r}")
+        if is_cuda_device(device):
+            log(f"torch.set_default_device({describe_device(device)}) -> {target!r}")
             device = target
         original_default(device)
 
@@ -269,12 +260,17 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
         (torch.amp, "GradScaler", RemappedGradScaler),
         (torch.nn.Module, "cuda", module_cuda),
         (torch, "set_default_device", set_default_device),
+        (threading.Thread, "start", _noting_start(log.frames, threading.Thread.start)),
     ]
+    from porting_cli.remap_libs import library_patches  # it builds on this module
+
+    pinning = _pinning_usable()
+    patches += library_patches(target, log, pinning)
     saved = [(owner, name, owner.__dict__.get(name, getattr(owner, name))) for owner, name, _ in patches]
     for owner, name, value in patches:
         setattr(owner, name, value)
     try:
-        with DeviceRemapMode(target, log):
+        with DeviceRemapMode(target, log, pinning):
             yield notes
     finally:
         for owner, name, value in reversed(saved):

@@ -6,9 +6,13 @@ things, so whatever happens to it (a crash, `os._exit`, an endless loop killed a
 `--max-seconds`) the parent keeps a partial op table. Record kinds:
 
     start         device, backend, simulated, versions
+    clock         set-up done: the script starts now (--max-seconds counts from here)
     op            first use of (op, dtypes, user site)
     counts        snapshot of every (op, dtypes, site) count (each optimizer step, each second, end)
     op_error      an op that raised on the target: op, dtypes, site, status, message
+                  (status TIMEOUT: the time limit stopped the script inside the op)
+    op_running    an op that has not returned after a second (op_done when it does): one still
+                  running when the script is stopped at the time limit is a TIMEOUT op
     remap         first remap at (site, what); remap_counts has the totals at the end
     step          optimizer step n finished
     fallbacks     ops that ran through the backend's CPU fallback
@@ -16,6 +20,17 @@ things, so whatever happens to it (a crash, `os._exit`, an endless loop killed a
     end           outcome (finished | stopped-steps | stopped-time | exit | raised), seconds, ...
     divergence    CPU vs target outputs of get_model_and_inputs()
     setup_error   the device could not be used (becomes an InputError here)
+    process, rank a child process's records file (proc-PID.jsonl): who it is, its rank
+    exception     a child process's exception, with its own user line
+
+A child's outcome: finished, stopped-steps (it exits 0 at --max-steps), raised, terminated
+(SIGTERM: the root ending its tree, or mp.spawn ending a failed rank's siblings), or killed /
+ended (no end record: SIGKILL, or os._exit).
+
+Each child process of the script (mp.spawn ranks, mp.Process, torchrun-style workers) writes its
+own proc-PID.jsonl beside the root's records file; its ops are labelled "rank N" (or "pid N").
+At the end, and at the time limit, every process of the script's tree is killed: the session's
+process group and every process carrying the trace's token (porting_cli/proctree.py).
 
 The time limit is enforced twice: the child stops the script with SIGALRM at `max_seconds`
 (clean, full records), and the parent kills the child's process group GRACE_S later.
@@ -23,6 +38,7 @@ The time limit is enforced twice: the child stops the script with SIGALRM at `ma
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -31,10 +47,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
 from op_db.errors import InputError
+from porting_cli.prediction import Prediction  # noqa: F401 - re-exported: callers import it from here
 
 GRACE_S = 10.0  # after max_seconds, how long the child may take to stop by itself
 SETUP_LIMIT_S = 300.0  # importing torch and initialising the backend, before the script starts
@@ -47,6 +65,7 @@ class OpUse:
     dtypes: tuple[str, ...]
     site: str | None
     count: int
+    process: str = "main"  # "main" (the script's own process), "rank N", or "pid N"
 
 
 @dataclasses.dataclass
@@ -72,6 +91,7 @@ class TraceResult:
     divergence: dict[str, Any] | None = None
     output_tail: list[str] = dataclasses.field(default_factory=list)
     returncode: int | None = None
+    processes: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # child processes
 
     @property
     def complete(self) -> bool:
@@ -97,29 +117,44 @@ class TraceResult:
 
 
 def run_trace(script: str, args: list[str], *, device: str | None, max_steps: int,
-              max_seconds: float | None, divergence: bool = True) -> TraceResult:
+              max_seconds: float | None, divergence: bool = True, root: str | None = None,
+              display_base: str | None = None) -> TraceResult:
     """Run `script` (with `args`) in a child process on `device`; never raises for the script's sake.
 
+    `root`: the project whose files are the user's code (default: the script's folder);
+    `display_base`: sites are shown relative to it (default: the working directory).
     Raises InputError only when the device itself cannot be used.
     """
+    from porting_cli.proctree import TRACE_TOKEN_ENV, kill_tagged
+
+    token = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="neuron-check-trace-") as tmp:
         records = os.path.join(tmp, "records.jsonl")
         config = os.path.join(tmp, "config.json")
         output = os.path.join(tmp, "output.log")
         with open(config, "w", encoding="utf-8") as handle:
             json.dump({"script": script, "args": args, "device": device, "records": records,
-                       "max_steps": max_steps, "max_seconds": max_seconds, "divergence": divergence}, handle)
+                       "max_steps": max_steps, "max_seconds": max_seconds, "divergence": divergence,
+                       "root": root, "display_base": display_base}, handle)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env[TRACE_TOKEN_ENV] = token
         if device and not device.startswith("sim"):
             env.pop("NEURON_CHECK_SIM_PROFILE", None)  # a sim profile means nothing elsewhere
         with open(output, "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "porting_cli.trace_child", config],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, start_new_session=True)
-            killed = _wait(proc, records, max_seconds)
-        result = read_records(records, script)
+            try:
+                killed = _wait(proc, records, max_seconds)
+            finally:
+                left = _end_tree(proc, token, kill_tagged)
+        root_records = fold_records(records)
+        result = result_of(root_records, script)
         result.returncode = proc.returncode
         result.output_tail = _tail(output)
+        merge_processes(result, root_records, tmp, killed)
+    if left:
+        result.notes.append(f"{left} process(es) of the script outlived it and were killed")
     if killed and result.outcome in ("not-started", "running"):
         result.outcome = "stopped-time"
     elif result.outcome == "running":
@@ -130,6 +165,24 @@ def run_trace(script: str, args: list[str], *, device: str | None, max_steps: in
             result.outcome, result.exit_code = "exit", proc.returncode
             result.notes.append("the process ended without returning to Python (os._exit?)")
     return result
+
+
+def _end_tree(proc: subprocess.Popen, token: str, kill_tagged: Any) -> int:
+    """Kill what is left of the script's process tree: its session, then every process that
+    carries the trace's token (a grandchild that left the session included)."""
+    if proc.poll() is None:
+        _kill_group(proc)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the session's other members (the leader is gone)
+    return kill_tagged(token)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
 
 
 def _wait(proc: subprocess.Popen, records: str, max_seconds: float | None) -> bool:
@@ -150,18 +203,15 @@ def _wait(proc: subprocess.Popen, records: str, max_seconds: float | None) -> bo
         else:
             deadline = started_at + max_seconds + GRACE_S if max_seconds else float("inf")
         if now > deadline:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            proc.wait()
+            _kill_group(proc)
             return True
 
 
 def _has_started(records: str) -> bool:
+    """Whether the script's clock has started (the `clock` record follows the set-up)."""
     try:
         with open(records, encoding="utf-8") as handle:
-            return '"kind": "start"' in handle.readline()
+            return '"kind": "clock"' in handle.read()
     except OSError:
         return False
 
@@ -175,11 +225,36 @@ def _tail(path: str) -> list[str]:
     return lines[-OUTPUT_TAIL_LINES:]
 
 
-def read_records(path: str, script: str) -> TraceResult:
-    """Fold the records file into a TraceResult (a truncated last line is ignored)."""
-    result = TraceResult(script=script)
-    counts: Counter[tuple[str, tuple[str, ...], str | None]] = Counter()
-    remaps: dict[tuple[str | None, str], int] = {}
+@dataclasses.dataclass
+class ProcessRecords:
+    """The records file of one process of the trace, folded."""
+
+    counts: Counter = dataclasses.field(default_factory=Counter)  # (op, dtypes, site) -> n
+    errors: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    remaps: dict[tuple[str | None, str], int] = dataclasses.field(default_factory=dict)
+    running: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)  # slow ops not returned
+    fallbacks: dict[str, int] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    steps: int = 0
+    start: dict[str, Any] | None = None
+    process: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+    divergence: dict[str, Any] | None = None
+    rank: int | None = None
+    exception: dict[str, Any] | None = None  # a child process's own exception, with its user line
+
+    def timed_out_ops(self) -> list[dict[str, Any]]:
+        """Ops still running when the process was stopped at the time limit: TIMEOUT errors."""
+        from porting_cli.trace_record import TIMEOUT_MESSAGE
+
+        known = {(e["op"], e["site"]) for e in self.errors if e["status"] == "TIMEOUT"}
+        return [{"op": r["op"], "dtypes": r["dtypes"], "site": r["site"], "status": "TIMEOUT",
+                 "message": TIMEOUT_MESSAGE} for r in self.running.values() if (r["op"], r["site"]) not in known]
+
+
+def fold_records(path: str) -> ProcessRecords:
+    """Read one records file (a truncated last line is ignored)."""
+    folded = ProcessRecords()
     try:
         with open(path, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
@@ -193,84 +268,95 @@ def read_records(path: str, script: str) -> TraceResult:
         kind = record.pop("kind", None)
         if kind == "setup_error":
             raise InputError(record["message"])
-        if kind == "start":
-            result.outcome = "running"
-            for key in ("device", "backend", "simulated", "versions"):
-                setattr(result, key, record[key])
-        elif kind == "op":
+        if kind == "op":
             key = (record["op"], tuple(record["dtypes"]), record["site"])
-            counts[key] = max(counts[key], 1)
+            folded.counts[key] = max(folded.counts[key], 1)
         elif kind == "counts":
             for op, dtypes, site, n in record["uses"]:
                 key = (op, tuple(dtypes), site)
-                counts[key] = max(counts[key], n)
+                folded.counts[key] = max(folded.counts[key], n)
         elif kind == "op_error":
-            result.errors.append(record)
+            folded.errors.append(record)
+        elif kind == "op_running":
+            folded.running[record["id"]] = record
+        elif kind == "op_done":
+            folded.running.pop(record["id"], None)
         elif kind == "remap":
-            remaps.setdefault((record["site"], record["what"]), 1)
+            folded.remaps.setdefault((record["site"], record["what"]), 1)
         elif kind == "remap_counts":
-            remaps.update({(site, what): n for site, what, n in record["remaps"]})
+            folded.remaps.update({(site, what): n for site, what, n in record["remaps"]})
         elif kind == "step":
-            result.steps = max(result.steps, record["n"])
+            folded.steps = max(folded.steps, record["n"])
         elif kind == "fallbacks":
-            result.fallbacks = dict(record["ops"])
+            folded.fallbacks = dict(record["ops"])
         elif kind == "note":
-            result.notes.append(record["text"])
-        elif kind == "end":
-            result.outcome = record["outcome"]
-            result.seconds = record.get("seconds")
-            result.exit_code = record.get("exit_code")
-            result.exit_message = record.get("exit_message")
-            result.exception = record.get("exception")
-        elif kind == "divergence":
-            result.divergence = record
-    result.uses = [OpUse(op, dtypes, site, n) for (op, dtypes, site), n in counts.items()]
-    result.remapped = [{"site": site, "what": what, "count": n} for (site, what), n in remaps.items()]
+            folded.notes.append(record["text"])
+        elif kind == "rank":
+            folded.rank = record["rank"]
+        elif kind in ("start", "process", "end", "divergence", "exception"):
+            setattr(folded, kind, record)
+    return folded
+
+
+def read_records(path: str, script: str) -> TraceResult:
+    """The root process's records as a TraceResult (descendants: merge_processes)."""
+    return result_of(fold_records(path), script)
+
+
+def result_of(root: ProcessRecords, script: str) -> TraceResult:
+    result = TraceResult(script=script)
+    if root.start is not None:
+        result.outcome = "running"
+        for key in ("device", "backend", "simulated", "versions"):
+            setattr(result, key, root.start[key])
+    if root.end is not None:
+        result.outcome = root.end["outcome"]
+        for key in ("seconds", "exit_code", "exit_message", "exception"):
+            setattr(result, key, root.end.get(key))
+    result.steps, result.fallbacks, result.notes = root.steps, dict(root.fallbacks), list(root.notes)
+    result.divergence = root.divergence
+    result.errors = list(root.errors)
+    _add_uses(result, root, "main")
+    result.remapped = [{"site": site, "what": what, "count": n} for (site, what), n in root.remaps.items()]
     return result
 
 
-class Prediction:
-    """Predicted status of an op on the target, from a stored run or a sim profile (--against)."""
+def merge_processes(result: TraceResult, root: ProcessRecords, folder: str, killed: bool) -> None:
+    """Add the TIMEOUT ops and the records of the script's child processes (proc-PID.jsonl)."""
+    stopped_by_time = killed or result.outcome == "stopped-time"
+    if stopped_by_time:
+        result.errors += root.timed_out_ops()
+    remaps: Counter[tuple[str | None, str]] = Counter({(r["site"], r["what"]): r["count"] for r in result.remapped})
+    for name in sorted(os.listdir(folder)):
+        if not (name.startswith("proc-") and name.endswith(".jsonl")):
+            continue
+        child = fold_records(os.path.join(folder, name))
+        info = dict(child.process or {})
+        outcome = (child.end or {}).get("outcome", "killed" if stopped_by_time else "ended")
+        if child.exception is not None and outcome == "finished":
+            outcome = "raised"
+        label = f"rank {child.rank}" if child.rank is not None else f"pid {info.get('pid', name[5:-6])}"
+        _add_uses(result, child, label)
+        result.errors += [dict(e, process=label) for e in child.errors]
+        if stopped_by_time:
+            result.errors += [dict(e, process=label) for e in child.timed_out_ops()]
+        remaps.update(child.remaps)
+        for op, n in child.fallbacks.items():
+            result.fallbacks[op] = result.fallbacks.get(op, 0) + n
+        result.notes += [n for n in child.notes if n not in result.notes]
+        result.steps = max(result.steps, child.steps)
+        if child.exception is not None and result.outcome == "raised" and "process" not in (result.exception or {}):
+            # The root only re-raised it (mp.spawn): blame the child's own user line.
+            via = result.exception or {}
+            result.exception = dict(child.exception, process=label,
+                                    via=f"{via.get('type')} at {via.get('site')}" if via else None)
+        if outcome == "stopped-steps" and result.outcome == "finished":
+            result.outcome = "stopped-steps"  # the ranks stopped at --max-steps; the root then ended
+        result.processes.append({"process": label, "pid": info.get("pid"), "how": info.get("how"),
+                                 "rank": child.rank, "outcome": outcome, "steps": child.steps,
+                                 "ops": sum(child.counts.values())})
+    result.remapped = [{"site": site, "what": what, "count": n} for (site, what), n in remaps.items()]
 
-    def __init__(self, source: str, unsupported: Any, fallback: Any, supported: set[str] | None):
-        self.source = source
-        self._unsupported, self._fallback, self._supported = unsupported, fallback, supported
 
-    def status_of(self, op: str) -> str:
-        if self._unsupported(op):
-            return "UNSUPPORTED"
-        if self._fallback(op):
-            return "FALLBACK"
-        if self._supported is None or op in self._supported:
-            return "ran"
-        return "untested"
-
-    @classmethod
-    def load(cls, spec: str, db_path: str | None) -> "Prediction":
-        if spec.endswith(".json") or os.path.isfile(spec):
-            return cls._from_profile(spec)
-        return cls._from_run(spec, db_path)
-
-    @classmethod
-    def _from_profile(cls, path: str) -> "Prediction":
-        if not os.path.isfile(path):
-            raise InputError(f"--against {path}: no such profile file.")
-        from conformance.sim.profile import load_profile
-
-        profile = load_profile(path)
-        # A profile lists what is missing; every other op is taken as supported.
-        return cls(f"profile {os.path.basename(path)} ({profile.name})", profile.is_unsupported_op,
-                   profile.is_fallback_op, None)
-
-    @classmethod
-    def _from_run(cls, spec: str, db_path: str | None) -> "Prediction":
-        from op_db.records import WORKING, Status
-        from op_db.store import open_for_reading
-
-        with open_for_reading(db_path) as store:
-            run_id = store.resolve_run(spec)
-            results = store.results(run_id)
-        unsupported = {r.failing_op for r in results if r.status == Status.UNSUPPORTED and r.failing_op}
-        fallback = {op for r in results for op in r.fallback_ops}
-        supported = {op for r in results if r.status in WORKING for op in r.aten_ops}
-        return cls(f"run {run_id}", unsupported.__contains__, fallback.__contains__, supported)
+def _add_uses(result: TraceResult, folded: ProcessRecords, process: str) -> None:
+    result.uses += [OpUse(op, dtypes, site, n, process) for (op, dtypes, site), n in folded.counts.items()]

@@ -10,6 +10,10 @@ the time limit still leaves a partial record behind. Record kinds are listed in 
 The script is executed the way `runpy.run_path(path, run_name="__main__")` does it (a fresh
 `__main__` module, `sys.argv`, `sys.path[0]`), except that its globals are kept when it stops
 early, so `get_model_and_inputs()` can still be called for the divergence check.
+
+Python processes the script starts (mp.spawn ranks, mp.Process, torchrun-style workers) are
+traced too (porting_cli/trace_rank.py), each into its own records file; when the script stops,
+whatever of its process tree is still running is ended (porting_cli/proctree.py).
 """
 
 from __future__ import annotations
@@ -19,104 +23,20 @@ import os
 import signal
 import sys
 import time
-import traceback
 import types
-from collections import Counter
 from typing import Any
 
-SNAPSHOT_EVERY_S = 1.0
-TRACEBACK_LINES = 8
+from porting_cli.trace_record import (
+    RecordWriter,
+    StopScript,
+    describe_exception,
+    install_step_limit,
+    make_recorder,
+    one_line,
+    watch_slow_ops,
+)
 
-
-class StopScript(BaseException):
-    """Raised into the script to stop it at a limit; BaseException so `except Exception` misses it."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class RecordWriter:
-    """Appends JSON lines to the records file, flushed at once (the parent may kill us)."""
-
-    def __init__(self, path: str):
-        self._file = open(path, "a", encoding="utf-8")
-
-    def __call__(self, kind: str, **fields: Any) -> None:
-        self._file.write(json.dumps({"kind": kind, **fields}, default=str) + "\n")
-        self._file.flush()
-
-
-def _dtypes(args: Any, kwargs: Any) -> list[str]:
-    import torch
-    from torch.utils import _pytree as pytree
-
-    found = {str(leaf.dtype).removeprefix("torch.") for leaf in pytree.tree_leaves((args, kwargs))
-             if isinstance(leaf, torch.Tensor)}
-    if not found and isinstance(kwargs.get("dtype"), torch.dtype):
-        found.add(str(kwargs["dtype"]).removeprefix("torch."))
-    return sorted(found)
-
-
-def make_recorder(device_type: str, frames: Any, write: RecordWriter, classify: Any):
-    """An OpRecorder that also keys every op by (dtypes, user site) and records op errors."""
-    from conformance.oprecord import OpRecorder, op_name, touches_device
-
-    class TraceRecorder(OpRecorder):
-        def __init__(self) -> None:
-            super().__init__(device_type, on_op=self._seen)
-            self.uses: Counter[tuple[str, tuple[str, ...], str | None]] = Counter()
-            self._last_snapshot = time.monotonic()
-
-        def _seen(self, name: str, args: Any, kwargs: Any) -> None:
-            key = (name, tuple(_dtypes(args, kwargs)), frames.site())
-            self.uses[key] += 1
-            if self.uses[key] == 1:
-                write("op", op=key[0], dtypes=list(key[1]), site=key[2])
-            if time.monotonic() - self._last_snapshot > SNAPSHOT_EVERY_S:
-                self.snapshot()
-
-        def snapshot(self) -> None:
-            self._last_snapshot = time.monotonic()
-            write("counts", uses=[[op, list(dt), site, n] for (op, dt, site), n in self.uses.items()])
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            try:
-                return super().__torch_dispatch__(func, types, args, kwargs)
-            except Exception as exc:
-                if touches_device(args, kwargs or {}, None, device_type):
-                    write("op_error", op=op_name(func), dtypes=_dtypes(args, kwargs or {}),
-                          site=frames.site(), status=classify(exc), message=_one_line(exc))
-                raise
-
-    return TraceRecorder()
-
-
-def _one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def classify(exc: BaseException) -> str:
-    """UNSUPPORTED or ERROR for the exception an op raised on the target (the shared rule)."""
-    from conformance.outcome import classify_exception
-
-    return str(classify_exception(exc))
-
-
-def install_step_limit(max_steps: int, on_step: Any) -> Any:
-    """Count optimizer steps through the global post-step hook; stop the script at the limit."""
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    steps = {"n": 0}
-
-    def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        steps["n"] += 1
-        on_step(steps["n"])
-        if max_steps and steps["n"] >= max_steps:
-            raise StopScript("steps")
-
-    return register_optimizer_step_post_hook(after_step), steps
+STOP_CHILDREN_GRACE_S = 1.0  # descendants write their end records on SIGTERM
 
 
 def arm_time_limit(seconds: float | None) -> None:
@@ -152,20 +72,6 @@ def run_script(path: str, argv: list[str]) -> tuple[dict[str, Any], BaseExceptio
         sys.modules["__main__"], sys.argv[:] = saved[0], saved[1]
 
 
-def describe_exception(exc: BaseException, frames: Any) -> dict[str, Any]:
-    user_lines = [
-        f"{frames.format(fs.filename, fs.lineno)} in {fs.name}: {(fs.line or '').strip()}"
-        for fs in traceback.extract_tb(exc.__traceback__)
-        if frames.is_user(fs.filename)
-    ]
-    return {
-        "type": type(exc).__name__,
-        "message": _one_line(exc, 1000),
-        "site": frames.traceback_site(exc.__traceback__),
-        "user_traceback": user_lines[-TRACEBACK_LINES:],
-    }
-
-
 def outcome_of(stopped: BaseException | None, frames: Any) -> dict[str, Any]:
     if stopped is None:
         return {"outcome": "finished"}
@@ -181,6 +87,9 @@ def outcome_of(stopped: BaseException | None, frames: Any) -> dict[str, Any]:
 def main(config_path: str) -> int:
     with open(config_path, encoding="utf-8") as handle:
         config = json.load(handle)
+    from porting_cli.proctree import die_with_parent
+
+    die_with_parent()  # neuron-check killed: the trace goes with it
     write = RecordWriter(config["records"])
     try:
         from porting_cli.options import resolve_device
@@ -190,27 +99,54 @@ def main(config_path: str) -> int:
         write("setup_error", message=str(exc).rstrip(".") + ".")
         return 2
     import torch
+    import torch._dynamo  # noqa: F401 - torch imports it lazily at the first call through a mode:
+    # seconds on a busy machine, which must not come out of the script's --max-seconds
 
-    from porting_cli.remap import RemapLog, UserFrames, remap_cuda
+    from porting_cli.frames import UserFrames
+    from porting_cli.remap import RemapLog, remap_cuda
+    from porting_cli.trace_rank import (
+        CONFIG_ENV,
+        ProcessTrace,
+        follow_forks,
+        record_process_exceptions,
+        write_sitecustomize,
+    )
 
     script = os.path.abspath(config["script"])
-    frames = UserFrames(script)
-    device_type = torch.device(target).type
+    frames = UserFrames(script, config.get("root"), config.get("display_base"))
     write("start", device=target, backend=adapter.name, simulated=adapter.simulated,
           versions=adapter.versions(), pid=os.getpid())
-    recorder = make_recorder(device_type, frames, write, classify)
+    recorder = make_recorder(torch.device(target).type, frames, write)
     log = RemapLog(frames, on_new=lambda site, what: write("remap", site=site, what=what))
+    # Python processes the script starts trace themselves (porting_cli/trace_rank.py).
+    hook_dir = write_sitecustomize(os.path.join(os.path.dirname(config["records"]), "hook"))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (hook_dir, os.environ.get("PYTHONPATH")) if p)
+    os.environ[CONFIG_ENV] = config_path
+    forks = ProcessTrace(config["records"], write, recorder, log, None, [], None)
+    follow_forks(forks)
+    record_process_exceptions(forks, frames, in_spawned_child=False)  # inherited by mp.Process children forked from here
+    root_pid = os.getpid()
 
     def on_step(n: int) -> None:
         write("step", n=n)
         recorder.snapshot()
 
-    hook, _ = install_step_limit(int(config.get("max_steps") or 0), on_step)
+    def stop_forked_child() -> None:
+        if os.getpid() != root_pid:  # an mp.Process forked from the script: a clean exit
+            forks.steps = steps["n"]
+            forks.finish("stopped-steps")
+            sys.exit(0)
+
+    hook, steps = install_step_limit(int(config.get("max_steps") or 0), on_step, stop_forked_child)
+    watch_slow_ops(recorder, write)
     stopped: BaseException | None = None
     script_globals: dict[str, Any] = {}
+    started = time.monotonic()
     try:
         with adapter.track_fallbacks() as fallbacks, remap_cuda(target, log, adapter) as notes:
+            forks.notes = notes
             started = time.monotonic()  # the budget is the script's: set-up above is not counted
+            write("clock")  # the parent's deadline counts from here too
             arm_time_limit(config.get("max_seconds"))
             with recorder:
                 script_globals, stopped = run_script(script, list(config.get("args") or []))
@@ -225,12 +161,26 @@ def main(config_path: str) -> int:
     write("remap_counts", remaps=[[site, what, n] for (site, what), n in log.counts.items()])
     end = outcome_of(stopped, frames)
     write("end", seconds=round(time.monotonic() - started, 3), **end)
+    stop_descendants(write)
     if config.get("divergence") and callable(script_globals.get("get_model_and_inputs")):
         run_divergence(script_globals["get_model_and_inputs"], target, log, adapter, write, end,
                        recorder.failing_op is not None)
     if hasattr(signal, "setitimer"):
         signal.setitimer(signal.ITIMER_REAL, 0)
     return 0
+
+
+def stop_descendants(write: RecordWriter) -> None:
+    """No process of the script outlives it: the rest of the tree is ended here (and again by
+    the parent, which also catches what this process could not)."""
+    from porting_cli.proctree import TRACE_TOKEN_ENV, kill_tagged
+
+    token = os.environ.get(TRACE_TOKEN_ENV)
+    if token:
+        left = kill_tagged(token, grace_s=STOP_CHILDREN_GRACE_S)
+        if left:
+            write("note", text=f"{left} process(es) started by the script were still running "
+                               "when it stopped; they were ended")
 
 
 def run_divergence(factory: Any, target: str, log: Any, adapter: Any, write: RecordWriter,
@@ -252,7 +202,7 @@ def run_divergence(factory: Any, target: str, log: Any, adapter: Any, write: Rec
     except StopScript:
         write("divergence", status="skipped", reason="the time limit was reached")
     except Exception as exc:  # noqa: BLE001 - the check is advisory; say why it failed
-        write("divergence", status="error", reason=f"{type(exc).__name__}: {_one_line(exc)}")
+        write("divergence", status="error", reason=f"{type(exc).__name__}: {one_line(exc)}")
 
 
 if __name__ == "__main__":

@@ -17,14 +17,11 @@ torch build and cached as JSON beside the planning index
 
 from __future__ import annotations
 
-import json
-import os
-import zlib
-from pathlib import Path
 from typing import Any
 
+from op_db.opinfo_cache import OPINFO_MODULE, load_or_build
+
 CACHE_FORMAT = 1
-_OPINFO_MODULE = "torch.testing._internal.common_methods_invocations"
 
 
 def canonical_api(name: str) -> str:
@@ -96,44 +93,12 @@ _memo: ApiIndex | None = None
 def api_index() -> ApiIndex:
     """The index for this torch build: from the cache, else built from op_db and cached."""
     global _memo
-    if _memo is not None:
-        return _memo
-    stamp = _stamp()
-    path = _cache_file(stamp)
-    try:
-        data = json.loads(path.read_text())
-        if data.get("stamp") == stamp:
-            _memo = ApiIndex(data["apis"])
-            return _memo
-    except (OSError, ValueError, KeyError):
-        pass
-    import importlib
-
-    op_db = importlib.import_module(_OPINFO_MODULE).op_db
-    api_map = build_api_map(op_db)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"stamp": stamp, "apis": api_map}))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home only costs the import next time
-    _memo = ApiIndex(api_map)
+    if _memo is None:
+        _memo = ApiIndex(load_or_build("apis", CACHE_FORMAT, _build_from_op_db))
     return _memo
 
 
-def _stamp() -> str:
-    import importlib.util
+def _build_from_op_db() -> dict[str, list[str]]:
+    import importlib
 
-    import torch
-
-    spec = importlib.util.find_spec(_OPINFO_MODULE)
-    origin = spec.origin if spec and spec.origin else ""
-    size = os.stat(origin).st_size if origin else 0
-    return f"api-{CACHE_FORMAT}-{torch.__version__}-{size}"
-
-
-def _cache_file(stamp: str) -> Path:
-    root = os.environ.get("NEURON_CHECK_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuron-check")
-    return Path(root) / f"opinfo-apis-{zlib.crc32(stamp.encode()):08x}.json"
+    return build_api_map(importlib.import_module(OPINFO_MODULE).op_db)

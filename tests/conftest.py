@@ -56,6 +56,8 @@ def _isolate(root: str) -> dict[str, str | None]:
     for name, sub in _HOME_DIRS.items():
         path = os.path.join(root, sub)
         os.makedirs(path, exist_ok=True)
+        # Like /tmp: tests that drop to an unprivileged user (read-only database checks) share them.
+        os.chmod(path, 0o1777)
         os.environ[name] = path
     os.environ.update(_OFFLINE)
     tempfile.tempdir = None  # recomputed from TMPDIR on next use
@@ -75,6 +77,7 @@ def _restore(saved: dict[str, str | None]) -> None:
 # locations once, at import); the session fixture below removes the folder at the end.
 # Ray's socket paths must stay short (AF_UNIX limit), so the root sits right under /tmp.
 _ROOT = tempfile.mkdtemp(prefix="nc-")
+os.chmod(_ROOT, 0o755)
 _SAVED = _isolate(_ROOT)
 
 

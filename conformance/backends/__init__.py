@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from conformance.backends.base import BackendAdapter, FallbackTracker
 from conformance.backends.builtin import BUILTIN
+from conformance.suite import load_plugin
 from op_db.errors import InputError
 
 ENTRY_POINT_GROUP = "neuron_check.backends"
@@ -52,14 +53,7 @@ def get(name: str) -> BackendAdapter:
     entry = _entry_points().get(base)
     if entry is None:
         raise InputError(f"unknown device {name!r}; known devices: {', '.join(names())}.")
-    try:
-        loaded = entry.load()
-    except Exception as exc:
-        raise InputError(f"the plugin for device {base!r} ({entry.value}) failed to load: {exc}.") from None
-    adapter = loaded() if isinstance(loaded, type) else loaded
-    if not isinstance(adapter, BackendAdapter):
-        raise InputError(f"the plugin for device {base!r} ({entry.value}) is not a BackendAdapter.")
-    return adapter
+    return load_plugin(entry, f"device {base!r}", BackendAdapter)
 
 
 def default_device() -> str:

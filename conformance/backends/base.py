@@ -127,9 +127,12 @@ class BackendAdapter:
             mod.synchronize()
 
     def manual_seed(self, seed: int) -> None:
+        """Seed the CPU generator and this device's. (Not torch.manual_seed: it also queues a
+        lazy seeding call, with a captured stack, for every other backend torch knows of;
+        milliseconds each time, and suites seed once per item.)"""
         import torch
 
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
         mod = self._torch_module()
         if mod is not None and hasattr(mod, "manual_seed_all"):
             mod.manual_seed_all(seed)

@@ -1,6 +1,6 @@
 """Work items -> isolated worker processes -> results in the store (DESIGN.md, "Data flow").
 
-Suite-agnostic: an item is dispatched by `item.suite` (conformance/suites.py)
+Suite-agnostic: an item is dispatched by `item.suite` (conformance/suite.py)
 inside a worker. The public entry point is
 
     run_items(items, config, store, run_id, *, progress=True, executor=None) -> RunSummary
@@ -58,6 +58,7 @@ class RunSummary:
     op_time_s: float = 0.0
     wall_s: float = 0.0
     interrupted: bool = False
+    signal: int = 0  # what interrupted it: SIGINT (Ctrl-C) or SIGTERM (conformance/lifeline.py)
 
     def add(self, result: Result) -> None:
         self.done += 1
@@ -89,8 +90,8 @@ def run_items(items: Sequence[WorkItem], config: RunConfig, store: Any, run_id: 
               progress: bool = True, executor: Executor | None = None) -> RunSummary:
     """Run `items`, committing each Result to `store` under `run_id` as it arrives.
 
-    Marks the run "finished", or "interrupted" on Ctrl-C (then returns normally with
-    `summary.interrupted` set; everything done is kept and `--resume` does the rest).
+    Marks the run "finished", or "interrupted" on Ctrl-C or SIGTERM (then returns normally with
+    `summary.interrupted` and `summary.signal` set; everything done is kept and `--resume` does the rest).
     """
     summary = RunSummary(run_id=run_id, planned=len(items))
     executor = executor or get_executor(config)
@@ -110,8 +111,10 @@ def run_items(items: Sequence[WorkItem], config: RunConfig, store: Any, run_id: 
         if items:
             executor.execute(items, config, emit)
         status = "finished"
-    except KeyboardInterrupt:
-        summary.interrupted, status = True, "interrupted"
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM as lifeline.Terminated
+        from conformance.lifeline import interrupt_signal
+
+        summary.interrupted, summary.signal, status = True, interrupt_signal(interrupt), "interrupted"
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

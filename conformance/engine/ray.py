@@ -105,7 +105,9 @@ class DeviceActor:
         import warnings
 
         from conformance.engine.worker import init_worker, prepare_suites
+        from conformance.lifeline import die_with_parent
 
+        die_with_parent()  # the raylet that started us; a local one dies with the driver
         try:  # Ctrl-C is the driver's to handle, as in the local pool
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         except ValueError:

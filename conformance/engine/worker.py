@@ -30,15 +30,15 @@ def init_worker(config: RunConfig) -> WorkerContext:
 
 
 def _suite(name: str, ctx: WorkerContext) -> Any:
-    """The suite module, prepared once per worker."""
-    from conformance.suites import load_suite
+    """The suite (conformance/suite.py), prepared once per worker."""
+    from conformance import suite
 
-    module = load_suite(name)
+    found = suite.get(name)
     prepared = ctx.state.setdefault("_prepared", set())
     if name not in prepared:
-        module.prepare(ctx)
+        found.prepare(ctx)
         prepared.add(name)
-    return module
+    return found
 
 
 def prepare_suites(ctx: WorkerContext, suites: tuple[str, ...]) -> None:
@@ -48,10 +48,13 @@ def prepare_suites(ctx: WorkerContext, suites: tuple[str, ...]) -> None:
 
 
 def run_one(item: WorkItem, ctx: WorkerContext) -> Result:
-    """Run one item; a bug in a suite becomes an ERROR result naming it, never a dead worker."""
+    """Run and time one item (its suite is prepared first, untimed); a bug in a suite becomes an
+    ERROR result naming it, never a dead worker."""
     started = time.perf_counter()
     try:
-        result = _suite(item.suite, ctx).run_item(item, ctx)
+        suite = _suite(item.suite, ctx)
+        started = time.perf_counter()
+        result = suite.run_item(item, ctx)
     except Exception as exc:  # noqa: BLE001 - the suite's own failure, reported per item
         tail = traceback.format_exc(limit=3)
         return Result.for_item(item, Status.ERROR, message=shorten(f"internal error in the {item.suite} suite: "
@@ -66,13 +69,11 @@ def preload_suites(suites: tuple[str, ...]) -> None:
     """Import what the suites need before the run's configuration is known (a prestarted
     worker does this while the parent is still planning). Failures are left for
     `prepare_suites`, which reports them."""
-    from conformance.suites import load_suite
+    from conformance import suite
 
     for name in suites:
         try:
-            preload = getattr(load_suite(name), "preload", None)
-            if preload is not None:
-                preload()
+            suite.get(name).preload()
         except Exception:  # noqa: BLE001 - prepare_suites raises it again, with context
             pass
 
@@ -85,6 +86,9 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
     From the parent: ("batch", [(index, item), ...]) and ("stop",). A worker started with
     no `config` (prestarted) preloads `suites`, then waits for ("init", config, suites).
     """
+    from conformance.lifeline import die_with_parent
+
+    die_with_parent()  # a worker hung in an op must not outlive a killed parent
     # Ctrl-C goes to the whole process group: the parent decides what stops, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # OpInfo samples warn a lot; results say what matters (fallback tracking records its own).

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import torch
 
+from conformance.numerics import bit_width, bits
+
 FP8_NAMES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 # The formats a backend must have to be called FP8-ready; the fnuz ones (AMD's) are
 # tested only where the backend claims them.
 PRIMARY_FP8 = ("float8_e4m3fn", "float8_e5m2")
 WIDE_NAMES = ("float32", "bfloat16", "float16")
 
-# Integer dtype of the same width, to look at and step through bit patterns.
-_BITS_DTYPE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 # Low halves of a float32 combined with every high half in the dense float32 grid:
 # exact, lowest sticky bit, everything but the top bit, the top bit alone, all ones.
 _LOW_HALVES = (0x0000, 0x0001, 0x7FFF, 0x8000, 0xFFFF)
@@ -29,15 +29,6 @@ _LOW_HALVES = (0x0000, 0x0001, 0x7FFF, 0x8000, 0xFFFF)
 def fp8_dtype(name: str) -> torch.dtype | None:
     """torch.float8_e4m3fn for 'float8_e4m3fn'; None when this torch lacks it."""
     return getattr(torch, name, None) if name in FP8_NAMES else None
-
-
-def bits(t: torch.Tensor) -> torch.Tensor:
-    """The bit patterns of a floating tensor, as an integer tensor of the same width."""
-    return t.view(_BITS_DTYPE[t.element_size()])
-
-
-def bit_width(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size() * 8
 
 
 def all_codes(dtype: torch.dtype) -> torch.Tensor:
@@ -104,12 +95,3 @@ def conversion_inputs(fp8: torch.dtype, source: torch.dtype) -> list[tuple[str, 
     dense = every_value(source) if bit_width(source) == 16 else dense_float32_grid()
     dense_label = "every value" if bit_width(source) == 16 else "dense bit grid"
     return [("boundary grid", boundary_grid(fp8, source)), (dense_label, dense)]
-
-
-def describe_value(t: torch.Tensor, index: int) -> str:
-    """'0x43e00000 (448.0)': the bit pattern and value of element `index` (flat)."""
-    flat = t.reshape(-1)
-    pattern = int(bits(flat[index : index + 1])[0]) & ((1 << bit_width(t.dtype)) - 1)
-    digits = bit_width(t.dtype) // 4
-    value = float(flat[index].to(torch.float32)) if t.dtype != torch.float64 else float(flat[index])
-    return f"0x{pattern:0{digits}x} ({value!r})"

@@ -2,7 +2,7 @@
 
 In torch 2.13 three OpInfo entries list FP8 dtypes for the CPU: `eye`,
 `torch._scaled_mm` and `torch._scaled_mm_v2`. Which ones is read from the
-cached op index (conformance.planning), so a newer torch's additions appear
+cached op index (conformance/opindex.py), so a newer torch's additions appear
 without a code change. Samples are made on the CPU (seeded); a factory's
 `device=` keyword is pointed at the device under test.
 """
@@ -14,18 +14,11 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.fp8.checks import Case, Verdict, judge_bits, judge_fp8_ulp
-from conformance.numerics import FP8_DTYPES, compare
+from conformance.fp8.cases import Case, judge_bits, judge_fp8_ulp
+from conformance.numerics import FP8_DTYPES, Comparison, compare
 
 # Ops whose FP8 outputs are rounded results of arithmetic, judged within one FP8 step.
 _ARITHMETIC_MARK = "scaled_mm"
-
-
-def fp8_opinfo_names(dtype_name: str) -> list[str]:
-    """Full names of the OpInfo entries whose CPU dtypes include `dtype_name`."""
-    from conformance.planning import op_index
-
-    return [entry["name"] for entry in op_index() if dtype_name in entry["cpu"]]
 
 
 def find_opinfo(full_name: str, state: dict[str, Any]) -> Any:
@@ -84,12 +77,12 @@ def _judge_for(arithmetic: bool):
     fp8_exact = judge_bits(nan_equal=False, name_inputs=False)
     fp8_rounded = judge_fp8_ulp(1)
 
-    def judge(dev: Any, ref: Any, inputs: list[torch.Tensor]) -> Verdict:
+    def judge(dev: Any, ref: Any, inputs: list[torch.Tensor]) -> Comparison:
         if isinstance(ref, torch.Tensor) and ref.dtype in FP8_DTYPES:
             return (fp8_rounded if arithmetic else fp8_exact)(dev, ref, inputs)
         result = compare(dev, ref)
-        where = f"output {result.leaf}" if result.leaf is not None else "output"
-        return Verdict(result.ok, "" if result.ok else where, result.reason,
-                       result.max_abs_err, result.max_rel_err, result.err_ratio)
+        if not result.ok:
+            result.where = f"output {result.leaf}" if result.leaf is not None else "output"
+        return result
 
     return judge

@@ -1,73 +1,194 @@
-"""Build status of many model types, in worker processes.
+"""The zoo census: does each (model type, task) pair build tiny and run one fp32 forward on CPU?
 
-Keeping every modeling module imported costs gigabytes (about 3.6 GB for all
-of them), so types are built in batches, each in a fresh spawned process that
-exits afterwards: memory stays at one batch's worth.
+Pairs are grouped by model type (a type's modeling module is imported once)
+and run in spawned worker processes that exit after a batch: keeping every
+modeling module imported costs gigabytes. Each worker reports every type as
+it starts and every pair as it ends; a type that runs past `timeout_s` has
+its worker killed, its unfinished pairs become TIMEOUT, and a fresh worker
+takes the rest of the batch, so the census always completes.
+
+Every pair that ran records the distinct aten overloads its forward
+dispatched (the coverage the zoo exercises); every pair that did not says
+why, one cause from `causes.py`.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import multiprocessing
+import queue
 import time
 from collections.abc import Callable, Sequence
 
+from conformance.lifeline import die_with_parent
+
 BATCH = 24
 OK = "ok"
+DEFAULT_TIMEOUT_S = 120.0
 
 
-def _forward(entry, model) -> None:
-    """One fp32 forward on CPU with the suite's inputs: a type that builds but cannot run is no use."""
+@dataclasses.dataclass
+class PairStatus:
+    subject: str
+    model_type: str
+    task: str
+    ok: bool
+    cause: str | None = None  # one of causes.CAUSES when not ok
+    detail: str = ""
+    seconds: float = 0.0
+    ops: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> str:
+        if self.ok:
+            return OK
+        from conformance.models.causes import OPTIONAL_DEPENDENCY
+
+        return f"{self.cause} {self.detail}" if self.cause == OPTIONAL_DEPENDENCY else f"{self.cause}: {self.detail}"
+
+
+def _forward_ops(entry, model) -> tuple[str, ...]:
     import torch
 
     from conformance.models.inputs import make_inputs
+    from conformance.oprecord import record_ops
 
-    with torch.no_grad():
-        model(**make_inputs(entry.task, model.config, 0, model=model))
+    inputs = make_inputs(entry.task, model.config, 0, model=model)
+    with torch.no_grad(), record_ops("cpu") as recorder:
+        model(**inputs)
+    return tuple(sorted(recorder.ops))
 
 
-def _build_batch(model_types: Sequence[str], forward: bool = True) -> list[tuple[str, str, float]]:
+def check_pair(entry) -> PairStatus:
+    """Build `entry` tiny and run one forward on CPU; never raises."""
+    from conformance.models import zoo
+    from conformance.models.causes import classify
+
+    start = time.perf_counter()
+    stage = "config"
+    try:
+        config = zoo.build_config(entry)
+        stage = "model"
+        model = zoo.build_model(entry, config=config)
+        stage = "forward"
+        ops = _forward_ops(entry, model)
+    except Exception as exc:  # noqa: BLE001 - the failure is this pair's status
+        failure = classify(exc, stage)
+        return PairStatus(entry.subject, entry.model_type, entry.task, False, failure.cause, failure.detail,
+                          time.perf_counter() - start)
+    return PairStatus(entry.subject, entry.model_type, entry.task, True, seconds=time.perf_counter() - start,
+                      ops=ops)
+
+
+def _worker(subjects: Sequence[str], out, checker: Callable = check_pair) -> None:
     import transformers
 
     from conformance.models import zoo
 
+    die_with_parent()  # a worker stuck in a model's forward must not outlive a killed census
     transformers.logging.set_verbosity_error()
-    entries = zoo.catalogue()
-    rows = []
-    for model_type in model_types:
-        start = time.perf_counter()
-        try:
-            model = zoo.build_model(entries[model_type])
-        except zoo.BuildError as exc:
-            status = f"build failed: {exc}"
-        except Exception as exc:  # noqa: BLE001 - import errors of a modeling module, say
-            status = f"build failed: {type(exc).__name__}: {str(exc).strip()[:300]}"
-        else:
-            status = OK
-            if forward:
-                try:
-                    _forward(entries[model_type], model)
-                except Exception as exc:  # noqa: BLE001 - the forward's failure is this type's status
-                    status = f"forward failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-            del model
-        rows.append((model_type, status, time.perf_counter() - start))
-    return rows
+    entries = zoo.pairs()
+    for subject in subjects:
+        out.put(("start", subject))
+        out.put(("done", checker(entries[subject])))
+    out.put(("exit", None))
 
 
-def build_status(model_types: Sequence[str], jobs: int = 1, batch: int = BATCH,
-                 on_batch: Callable[[int], None] | None = None,
-                 forward: bool = True) -> dict[str, tuple[str, float]]:
-    """model_type -> (OK, "build failed: ..." or "forward failed: ...", seconds), built in
-    `jobs` processes; with `forward`, each built model also runs one fp32 forward on CPU."""
-    batches = [list(model_types[i:i + batch]) for i in range(0, len(model_types), batch)]
-    found: dict[str, tuple[str, float]] = {}
-    if not batches:
-        return found
+@dataclasses.dataclass
+class _Running:
+    process: multiprocessing.Process
+    todo: list[str]
+    current: str | None = None
+    since: float = 0.0
+
+
+def census(subjects: Sequence[str], jobs: int = 1, batch: int = BATCH, timeout_s: float = DEFAULT_TIMEOUT_S,
+           on_pair: Callable[[PairStatus], None] | None = None,
+           checker: Callable = check_pair) -> dict[str, PairStatus]:
+    """subject -> PairStatus for every subject (zoo.pairs() keys), in `jobs` worker processes;
+    `checker` (a module-level function, entry -> PairStatus) checks one pair."""
+    from conformance.models import zoo
+
+    entries = zoo.pairs()
+    ordered = sorted(subjects, key=lambda s: (entries[s].model_type, s))
+    batches = [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
     mp = multiprocessing.get_context("spawn")
-    with mp.Pool(processes=max(1, min(jobs, len(batches))), maxtasksperchild=1) as pool:
-        for rows in pool.imap_unordered(functools.partial(_build_batch, forward=forward), batches):
-            for model_type, status, seconds in rows:
-                found[model_type] = (status, seconds)
-            if on_batch is not None:
-                on_batch(len(rows))
-    return {t: found[t] for t in model_types if t in found}
+    results: queue.Queue = mp.Queue()
+    found: dict[str, PairStatus] = {}
+    running: dict[int, _Running] = {}
+
+    def record(status: PairStatus) -> None:
+        found[status.subject] = status
+        if on_pair is not None:
+            on_pair(status)
+
+    def launch(todo: list[str]) -> None:
+        process = mp.Process(target=_relay, args=(todo, results, checker), daemon=True)
+        process.start()
+        running[process.pid] = _Running(process, list(todo))
+
+    pending = list(batches)
+    while pending or running:
+        while pending and len(running) < max(1, jobs):
+            launch(pending.pop(0))
+        try:
+            pid, kind, payload = results.get(timeout=1.0)
+        except queue.Empty:
+            pid = kind = payload = None
+        if kind == "start" and pid in running:
+            running[pid].current, running[pid].since = payload, time.monotonic()
+        elif kind == "done" and pid in running:
+            record(payload)
+            running[pid].todo.remove(payload.subject)
+            running[pid].current = None
+        elif kind == "exit" and pid in running:
+            running.pop(pid).process.join()
+        for pid, job in list(running.items()):
+            overdue = job.current is not None and time.monotonic() - job.since > timeout_s
+            died = not job.process.is_alive() and job.process.exitcode not in (0, None)
+            if overdue or died:
+                _stop(job, pid, running, found, record, timeout_s, overdue, pending)
+    return {s: found[s] for s in subjects if s in found}
+
+
+def _stop(job: _Running, pid: int, running, found, record, timeout_s, overdue, pending) -> None:
+    """Kill an overdue (or dead) worker: its current pair is a TIMEOUT (or a crash, a model bug),
+    the rest of its batch goes to a fresh worker."""
+    from conformance.models import zoo
+    from conformance.models.causes import MODEL_BUG, TIMEOUT
+
+    if job.process.is_alive() and not overdue:
+        return
+    job.process.kill()
+    job.process.join()
+    running.pop(pid)
+    subject = job.current or (job.todo[0] if job.todo else None)
+    if subject is not None and subject not in found:
+        entry = zoo.pairs()[subject]
+        cause, detail = (TIMEOUT, f"no forward within {timeout_s:g} s") if overdue else \
+            (MODEL_BUG, f"worker died (exit code {job.process.exitcode})")
+        record(PairStatus(subject, entry.model_type, entry.task, False, cause, detail, timeout_s if overdue else 0.0))
+    rest = [s for s in job.todo if s != subject and s not in found]
+    if rest:
+        pending.insert(0, rest)
+
+
+def _relay(subjects: Sequence[str], results, checker: Callable) -> None:
+    """Run the worker, tagging each message with this process id for the parent's one queue."""
+    import os
+
+    class _Tagged:
+        def put(self, message):
+            results.put((os.getpid(), *message))
+
+    _worker(subjects, _Tagged(), checker)
+
+
+def aten_coverage(statuses: dict[str, PairStatus]) -> tuple[set[str], dict[str, set[str]]]:
+    """(every distinct aten overload the zoo's forwards dispatched, the same per task)."""
+    total: set[str] = set()
+    per_task: dict[str, set[str]] = {}
+    for status in statuses.values():
+        total.update(status.ops)
+        per_task.setdefault(status.task, set()).update(status.ops)
+    return total, per_task

@@ -2,8 +2,8 @@
 
 Inputs are made on CPU from a private generator, so the same (model, seed)
 always gets the same tensors, and the global RNG is left alone. Token ids
-avoid the special tokens of the config (they may trigger model-specific
-paths such as image-token substitution).
+come from tokens.py; the task tables beyond the first six build from the
+forward signature (modalities.py).
 """
 
 from __future__ import annotations
@@ -11,50 +11,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from conformance.models.tokens import DECODER_LEN, _generator, text_config, token_ids
+
 BATCH = 2
 SEQ_LEN = 8
-DECODER_LEN = 6
 NUM_LABELS = 2
-
-
-def _generator(seed: int):
-    import torch
-
-    return torch.Generator().manual_seed(seed)
-
-
-def _all_token_ids(config: Any) -> set[int]:
-    found: set[int] = set()
-    configs = [config] + [getattr(config, k, None) for k in getattr(config, "sub_configs", {}) or {}]
-    for cfg in configs:
-        if cfg is None:
-            continue
-        for key, value in cfg.to_dict().items():
-            if key.endswith(("_token_id", "_token_index", "_token_ids")):
-                for v in value if isinstance(value, list) else [value]:
-                    if isinstance(v, int) and not isinstance(v, bool):
-                        found.add(v)
-    return found
-
-
-def text_config(config: Any) -> Any:
-    return getattr(config, "text_config", None) or getattr(config, "decoder", None) or config
-
-
-def vocab_size(config: Any) -> int:
-    size = getattr(text_config(config), "vocab_size", None) or getattr(config, "vocab_size", None)
-    return int(size or 32)
-
-
-def token_ids(config: Any, shape: tuple[int, ...], seed: int):
-    """Random ids below the vocabulary size that are not special tokens."""
-    import torch
-
-    vocab = vocab_size(config)
-    allowed = torch.tensor([i for i in range(vocab) if i not in _all_token_ids(config)] or [vocab - 1])
-    picks = torch.randint(0, len(allowed), shape, generator=_generator(seed))
-    return allowed[picks]
-
 
 def image_size(config: Any) -> tuple[int, int, int]:
     vision = getattr(config, "vision_config", None) or config
@@ -75,6 +36,9 @@ def pixel_values(config: Any, seed: int, batch: int = BATCH):
     return torch.randn((batch, channels, height, width), generator=_generator(seed + 1))
 
 
+# The tasks built by the rules below; every other task builds from the forward signature.
+LEGACY_TASKS = frozenset({"causal-lm", "seq2seq-lm", "masked-lm", "sequence-classification",
+                          "image-classification", "image-text-to-text"})
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 
 
@@ -157,6 +121,19 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     in input_ids so that they match its vision features."""
     import torch
 
+    if task not in LEGACY_TASKS:
+        from conformance.models.modalities import signature_inputs
+
+        if model is None:
+            raise ValueError(f"inputs for {task} are built from the model's forward signature; pass model")
+        if task in ("image-text-to-text", "multimodal-lm", "base") and image_token_id(config) is not None \
+                and hasattr(model, "get_image_features"):
+            task = "image-text-to-text"  # a vision-language model: image tokens must match its features
+        else:
+            inputs = signature_inputs(task, model, seed)
+            if labels and task.endswith("classification"):  # other heads' labels are structured
+                inputs["labels"] = _labels(task, inputs, seed)
+            return inputs
     if task == "image-classification":
         inputs: dict[str, Any] = {"pixel_values": pixel_values(config, seed)}
         if labels:
@@ -184,6 +161,16 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         else:
             inputs["labels"] = ids.clone()
     return inputs
+
+
+def _labels(task: str, inputs: dict[str, Any], seed: int):
+    """Class labels per sample (classification heads), per token (token classification)."""
+    import torch
+
+    ids = inputs.get("input_ids")
+    if task == "token-classification" and ids is not None:
+        return torch.randint(0, NUM_LABELS, tuple(ids.shape), generator=_generator(seed + 2))
+    return torch.randint(0, NUM_LABELS, (BATCH,), generator=_generator(seed + 2))
 
 
 def cast_inputs(inputs: dict[str, Any], device: Any = None, dtype: Any = None) -> dict[str, Any]:

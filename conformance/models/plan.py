@@ -1,13 +1,46 @@
-"""Plan the model suite: command-line choices -> WorkItems ("model", model_type, variant, dtype, mode)."""
+"""Plan the model suite: `ModelOptions` -> WorkItems ("model", model_type, variant, dtype, mode)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from conformance.suite import cli_option
 from op_db.errors import InputError
 from op_db.records import WorkItem
 
+SUITE = "model"
 MODEL_DTYPES = ("float32", "bfloat16", "float16")  # what --dtype may name for models
 DEFAULT_DTYPES = ("float32", "bfloat16")
 MODES = ("eager", "compile")
+TASK_HELP = ("Comma list of tasks, derived from Transformers' auto mappings (causal-lm, token-classification, "
+             "ctc, object-detection, base, ...; an unknown one lists them all). Default: every task.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions:
+    """What `neuron-check models` selects and how its items run; stored with the run so
+    `--resume` rebuilds the plan. Each field's CLI option is declared with it."""
+
+    archs: tuple[str, ...] = cli_option((), "--arch", "Comma list of model types or globs (llama, 'qwen*'). "
+                                        "Default: all.", kind="list")
+    tasks: tuple[str, ...] = cli_option((), "--task", TASK_HELP, kind="list")
+    dtypes: tuple[str, ...] = cli_option(DEFAULT_DTYPES, "--dtype", "Comma list: fp32, bf16, fp16.", kind="list",
+                                         show_default=True)
+    modes: tuple[str, ...] = cli_option(("eager",), "--mode", "Comma list: eager, compile (forward and backward "
+                                        "through torch.compile).", kind="list", show_default=True)
+    grad: bool = cli_option(False, "--grad", "Also run loss.backward() and compare every parameter gradient.", kind="flag")
+    generate: bool = cli_option(False, "--generate", "Also greedy-decode 8 tokens and require the CPU's exact tokens.",
+                                kind="flag")
+    attn: str = cli_option("eager", "--attn", "Attention implementation the models are built with.", kind="choice",
+                           choices=("eager", "sdpa"), show_default=True)
+    divergence: bool = cli_option(True, "--no-divergence", "Do not rerun a MISMATCH under hooks to find its first "
+                                  "divergent module.", kind="flag", negate=True)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtypes", tuple(model_dtypes(list(self.dtypes))))
+        for mode in self.modes or ("eager",):
+            if mode not in MODES:
+                raise InputError(f"unknown mode {mode!r}; use eager or compile.")
 
 
 def model_dtypes(names: list[str] | None) -> list[str]:
@@ -23,31 +56,20 @@ def model_dtypes(names: list[str] | None) -> list[str]:
     return found
 
 
-def plan(
-    archs: list[str] | None = None,
-    tasks: list[str] | None = None,
-    dtypes: list[str] | None = None,
-    modes: list[str] | None = None,
-    grad: bool = False,
-    generate: bool = False,
-) -> list[WorkItem]:
-    """Forward items for every selected model type, plus backward (--grad) and generate
+def plan(options: ModelOptions) -> list[WorkItem]:
+    """Forward items for every selected (model type, task) pair, plus backward (--grad) and generate
     (--generate, generative tasks only), in model-type order."""
     from conformance.models import zoo
 
-    modes = modes or ["eager"]
-    for mode in modes:
-        if mode not in MODES:
-            raise InputError(f"unknown mode {mode!r}; use eager or compile.")
-    entries = zoo.select(archs, tasks)
-    dtype_names = model_dtypes(dtypes)
+    modes = options.modes or ("eager",)
+    entries = zoo.select(list(options.archs), list(options.tasks))
     items = []
     for entry in entries:
-        variants = ["forward"] + (["backward"] if grad else [])
-        if generate and entry.task in zoo.GENERATIVE_TASKS:
+        variants = ["forward"] + (["backward"] if options.grad else [])
+        if options.generate and entry.task in zoo.GENERATIVE_TASKS:
             variants.append("generate")
         for variant in variants:
-            for dtype in dtype_names:
+            for dtype in options.dtypes:
                 for mode in modes:
-                    items.append(WorkItem("model", entry.model_type, variant, dtype, mode))
+                    items.append(WorkItem(SUITE, entry.subject, variant, dtype, mode))
     return items

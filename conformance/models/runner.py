@@ -12,26 +12,27 @@ random weights), and the device model (`.to(device, dtype)`). Variants:
 
 Random work inside the model is reseeded identically before every run and
 drawn on the CPU (see randomness.py). On MISMATCH the forward is rerun under
-hooks to name the first divergent module (divergence.py).
+hooks to name the first divergent module (first_divergence.py).
 
 A type that cannot be built tiny is REF_ERROR with "build failed: ...": the
 CPU reference cannot be made, which says nothing about the backend.
 
-Suite options (RunConfig.options): "attn" ("eager" or "sdpa"), "divergence" (bool).
+Suite options (RunConfig.suite_options, a ModelOptions): `attn` ("eager" or "sdpa"), `divergence`.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-import time
 from collections.abc import Callable
 from typing import Any
 
-from op_db.records import Result, Status, WorkItem, shorten
+from conformance.models.plan import SUITE, ModelOptions
+from conformance.numerics import Comparison, compare
+from conformance.outcome import Missing, NotApplicable, ReferenceFailed, result_for
+from op_db.records import Result, WorkItem, shorten
 
 NEW_TOKENS = 8
-SUITE = "model"
 
 
 class _RefFailure(Exception):
@@ -49,49 +50,37 @@ def prepare(ctx) -> None:
 
 
 def run_item(item: WorkItem, ctx) -> Result:
-    start = time.perf_counter()
-    result = _run(item, ctx)
-    result.duration_s = time.perf_counter() - start
-    return result
-
-
-def _options(ctx) -> dict[str, Any]:
-    options = dict(ctx.config.options or {})
-    options.setdefault("attn", "eager")
-    options.setdefault("divergence", True)
-    return options
-
-
-def _run(item: WorkItem, ctx) -> Result:
     import torch
 
     from conformance.models import zoo
     from conformance.models.inputs import make_inputs
 
-    options = _options(ctx)
-    entry = zoo.catalogue().get(item.subject)
+    options = ctx.config.options_of(ModelOptions)
+    entry = zoo.pairs().get(item.subject)
     if entry is None:
-        return Result.for_item(item, Status.SKIP, message=f"unknown model type {item.subject!r}")
+        return result_for(item, NotApplicable(f"unknown model type {item.subject!r}"))
     if not ctx.adapter.dtype_supported(item.dtype):
-        return Result.for_item(item, Status.SKIP, message=f"{ctx.adapter.name} never supports {item.dtype}")
+        return result_for(item, Missing(f"the {ctx.adapter.name} backend does not support {item.dtype}."))
     if item.variant == "generate" and entry.task not in zoo.GENERATIVE_TASKS:
-        return Result.for_item(item, Status.SKIP, message=f"{entry.task} models do not generate")
+        return result_for(item, NotApplicable(f"{entry.task} models do not generate"))
     dtype = getattr(torch, item.dtype)
     seed = ctx.config.seed
     try:
-        base = zoo.build_model(entry, attn=options["attn"], seed=seed)
+        base = zoo.build_model(entry, attn=options.attn, seed=seed)
     except zoo.BuildError as exc:
-        return Result.for_item(item, Status.REF_ERROR, message=shorten(f"build failed: {exc}"),
-                               extra={"task": entry.task, "stage": "build"})
-    inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+        return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
+    try:
+        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+    except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
+        return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
+                          extra={"task": entry.task, "stage": "inputs"})
     run = _VARIANTS[item.variant]
-    extra: dict[str, Any] = {"task": entry.task, "class": entry.class_name, "attn": options["attn"]}
+    extra: dict[str, Any] = {"task": entry.task, "class": entry.class_name, "attn": options.attn}
     try:
         ref_model = _copy(base, "cpu", dtype)
         ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
     except _RefFailure as exc:
-        return Result.for_item(item, Status.REF_ERROR, message=shorten(f"CPU reference failed: {exc}"),
-                               extra={**extra, "stage": "reference"})
+        return result_for(item, ReferenceFailed(f"CPU reference failed: {exc}"), extra={**extra, "stage": "reference"})
     hi_model = hi_out = None
     if item.variant != "generate" and dtype != torch.float64:
         try:
@@ -107,21 +96,13 @@ def _run(item: WorkItem, ctx) -> Result:
     if device_run.random_ops:
         extra["random_ops_on_cpu"] = device_run.random_ops
     if failure is not None:
-        from conformance.outcome import classify_exception, describe_exception
-
-        return Result.for_item(item, classify_exception(failure), samples=1, message=shorten(describe_exception(failure)),
-                               failing_op=device_run.failing_op, **fields)
-    verdict = _JUDGES[item.variant](device_run.output, ref_out, hi_out)
-    if verdict.ok:
-        status = Status.FALLBACK if device_run.fallbacks else Status.PASS
-        return Result.for_item(item, status, samples=verdict.samples, samples_passed=verdict.passed,
-                               max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
-                               err_ratio=verdict.err_ratio, **fields)
-    result = Result.for_item(item, Status.MISMATCH, samples=verdict.samples, samples_passed=verdict.passed,
-                             max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err,
-                             err_ratio=verdict.err_ratio, first_failure=verdict.where,
-                             message=shorten(verdict.reason), **fields)
-    if options["divergence"]:
+        return result_for(item, failure, samples=1, failing_op=device_run.failing_op, **fields)
+    comparison = _JUDGES[item.variant](device_run.output, ref_out, hi_out)
+    result = result_for(item, comparison, fallback=bool(device_run.fallbacks), samples=comparison.samples,
+                        samples_passed=comparison.samples_passed, max_abs_err=comparison.max_abs_err,
+                        max_rel_err=comparison.max_rel_err, err_ratio=comparison.err_ratio,
+                        first_failure=comparison.where or None if not comparison.ok else None, **fields)
+    if not comparison.ok and options.divergence:
         _add_divergence(result, device_run, ref_model, hi_model, inputs, dtype, seed)
     return result
 
@@ -154,11 +135,26 @@ def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def forward_outputs(output):
+    """What a forward is judged on: the logits where the head has them, else every tensor the
+    output carries (hidden states, boxes, depth, feature maps, waveforms), caches left out."""
+    import torch
+
+    logits = getattr(output, "logits", None)
+    if isinstance(logits, torch.Tensor):
+        return logits
+    if isinstance(output, torch.Tensor):
+        return output
+    items = output.items() if hasattr(output, "items") else enumerate(output)
+    return {str(key): value for key, value in items if isinstance(value, torch.Tensor)
+            or (isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value))}
+
+
 def run_forward(model, inputs):
     import torch
 
     with torch.no_grad():
-        return model(**_forward_kwargs(model, inputs)).logits
+        return forward_outputs(model(**_forward_kwargs(model, inputs)))
 
 
 def run_backward(model, inputs):
@@ -278,28 +274,19 @@ def _to_cpu(value):
 # -- judging ------------------------------------------------------------------------------------
 
 
-class _Verdict:
-    def __init__(self, ok, samples=1, passed=0, reason="", where=None, max_abs_err=None, max_rel_err=None, err_ratio=None):
-        self.ok, self.samples, self.passed, self.reason, self.where = ok, samples, passed, reason, where
-        self.max_abs_err, self.max_rel_err, self.err_ratio = max_abs_err, max_rel_err, err_ratio
-
-
-def judge_logits(dev, ref, hi) -> _Verdict:
-    from conformance.numerics import compare
-
+def judge_logits(dev, ref, hi) -> Comparison:
     c = compare(dev, ref, hi)
-    return _Verdict(c.ok, 1, int(c.ok), f"logits: {c.reason}" if not c.ok else "", None if c.ok else "logits",
-                    c.max_abs_err, c.max_rel_err, c.err_ratio)
+    if not c.ok:
+        c.reason, c.where = f"logits: {c.reason}", "logits"
+    return c
 
 
-def judge_grads(dev, ref, hi) -> _Verdict:
+def judge_grads(dev, ref, hi) -> Comparison:
     """Every gradient by name; the worst (first failing, else the highest error ratio) is reported."""
-    from conformance.numerics import compare
-
     missing = sorted(set(ref["grads"]) ^ set(dev["grads"]))
     if missing:
-        return _Verdict(False, len(ref["grads"]), 0, f"gradients present on one side only: {', '.join(missing[:5])}",
-                        missing[0])
+        return Comparison(False, "structure", f"gradients present on one side only: {', '.join(missing[:5])}",
+                          where=missing[0], samples=len(ref["grads"]), passed=0)
     passed, worst_name, worst = 0, None, None
     for name, ref_grad in ref["grads"].items():
         c = compare(dev["grads"][name], ref_grad, hi["grads"].get(name) if hi else None)
@@ -308,24 +295,25 @@ def judge_grads(dev, ref, hi) -> _Verdict:
             worst_name, worst = name, c
     total = len(ref["grads"])
     if worst is None:
-        return _Verdict(False, 0, 0, "the loss produced no parameter gradients on CPU")
-    if worst.ok:
-        return _Verdict(True, total, passed, max_abs_err=worst.max_abs_err, max_rel_err=worst.max_rel_err,
-                        err_ratio=worst.err_ratio)
-    return _Verdict(False, total, passed, f"{total - passed}/{total} gradients differ; worst {worst_name}: {worst.reason}",
-                    f"grad {worst_name}", worst.max_abs_err, worst.max_rel_err, worst.err_ratio)
+        return Comparison(False, "structure", "the loss produced no parameter gradients on CPU", samples=0, passed=0)
+    worst.samples, worst.passed = total, passed
+    if not worst.ok:
+        worst.reason = f"{total - passed}/{total} gradients differ; worst {worst_name}: {worst.reason}"
+        worst.where = f"grad {worst_name}"
+    return worst
 
 
-def judge_tokens(dev, ref, hi=None) -> _Verdict:
+def judge_tokens(dev, ref, hi=None) -> Comparison:
     import torch
 
     if dev.shape != ref.shape:
-        return _Verdict(False, 1, 0, f"generated shape {tuple(dev.shape)} differs from CPU's {tuple(ref.shape)}", "shape")
+        return Comparison(False, "structure", f"generated shape {tuple(dev.shape)} differs from CPU's {tuple(ref.shape)}",
+                          where="shape")
     if torch.equal(dev, ref):
-        return _Verdict(True, 1, 1)
+        return Comparison(True, "exact")
     row, col = (int(i) for i in (dev != ref).nonzero()[0])
-    return _Verdict(False, 1, 0, f"generated tokens differ first at position {col} of sequence {row}: "
-                    f"device {int(dev[row, col])}, CPU {int(ref[row, col])}", f"position {col}")
+    return Comparison(False, "exact", f"generated tokens differ first at position {col} of sequence {row}: "
+                      f"device {int(dev[row, col])}, CPU {int(ref[row, col])}", where=f"position {col}")
 
 
 _JUDGES: dict[str, Callable] = {"forward": judge_logits, "backward": judge_grads, "generate": judge_tokens}
@@ -333,7 +321,7 @@ _JUDGES: dict[str, Callable] = {"forward": judge_logits, "backward": judge_grads
 
 def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model, inputs, dtype, seed) -> None:
     """Name the first divergent module of a MISMATCH (forward hooks, eager) in the Result."""
-    from conformance.models import divergence
+    from conformance.models import first_divergence
     from conformance.models.inputs import cast_inputs
     from conformance.models.randomness import RandomOnCpu, reseed
 
@@ -351,7 +339,7 @@ def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model,
         return go
 
     try:
-        found = divergence.locate(on_device, device_run.model, on_cpu(ref_model, dtype), ref_model,
+        found = first_divergence.locate(on_device, device_run.model, on_cpu(ref_model, dtype), ref_model,
                                   on_cpu(hi_model, _float64()) if hi_model is not None else None, hi_model)
     except Exception as exc:  # noqa: BLE001 - the mismatch stands; say why it was not located
         result.extra["divergence_error"] = shorten(f"{type(exc).__name__}: {exc}", 300)

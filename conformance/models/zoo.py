@@ -1,14 +1,13 @@
-"""The model zoo: every Transformers model type, its primary task, and a tiny build.
+"""The model zoo: every Transformers model type in every task table that lists it, tiny.
 
-Model types come from the auto mappings' `*_MAPPING_NAMES` tables (plain
-dicts of names, so listing the zoo imports no modeling code). Each type gets
-one primary task, the first of `TASKS` whose mapping names it.
+The (model type, task) pairs come from the task tables of `tasks.py`, derived
+from the auto mappings at run time. A pair's subject (the WorkItem subject) is
+the bare model type for the type's primary task (the first table, in
+precedence order, that lists it) and "model_type:task" for every other task.
 
 A tiny model is built from the type's own default config: the config is
-rebuilt through its constructor with shrunk sizes (configs are strict
-dataclasses, so derived fields such as head_dim are recomputed and
-validated), with fixes from `overrides.py`, and random weights drawn under a
-fixed seed in float32.
+rebuilt through its constructor with shrunk sizes (`shrink.py`), with fixes
+from `overrides.py`, and random weights drawn under a fixed seed in float32.
 """
 
 from __future__ import annotations
@@ -18,58 +17,11 @@ import fnmatch
 import functools
 from typing import Any
 
-# Task name -> auto-mapping table, in precedence order.
-TASK_MAPPINGS: dict[str, str] = {
-    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-    "seq2seq-lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
-    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
-    "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
-    "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
-    "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
-}
-TASKS = tuple(TASK_MAPPINGS)
-GENERATIVE_TASKS = frozenset({"causal-lm", "seq2seq-lm", "image-text-to-text"})
+from conformance.models.shrink import _merge, shrink
+from conformance.models.tasks import GENERATIVE as GENERATIVE_TASKS
+from conformance.models.tasks import mapping_of, tasks as derived_tasks
 
-# Tiny sizes. A rule only ever shrinks a default (min), so small defaults stay.
-VOCAB = 128
-SIZE_RULES: dict[str, int] = {
-    **dict.fromkeys(("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "embedding_size",
-                     "word_embed_proj_dim", "projection_dim",
-                     # a vision tower's output width must be the text model's hidden size
-                     "out_hidden_size", "text_hidden_size"), 32),
-    **dict.fromkeys(("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-                     "decoder_attention_heads", "num_decoder_attention_heads"), 4),
-    **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim",
-                     "hidden_dim", "ffn_hidden_size", "mlp_dim", "intermediate_dim"), 64),
-    **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), 32),
-    **dict.fromkeys(("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers",
-                     "decoder_layers", "num_decoder_layers", "num_encoder_layers"), 2),
-    **dict.fromkeys(("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"), 4),
-    **dict.fromkeys(("num_experts_per_tok", "moe_topk", "moe_k", "top_k", "num_selected_experts",
-                     "num_experts_per_token"), 2),
-    "num_key_value_heads": 2,
-    "n_shared_experts": 1,
-    "vocab_size": VOCAB,
-    "max_position_embeddings": 512,
-    "kv_lora_rank": 16,
-    "q_lora_rank": 16,
-    "qk_rope_head_dim": 8,
-    "qk_nope_head_dim": 8,
-    "v_head_dim": 8,
-    "rotary_dim": 4,
-    "image_size": 32,
-    "patch_size": 8,
-    "num_channels": 3,
-}
-# Lists naming each layer's kind, and the layer counts they must match.
-LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
-LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
-# Expert counts an MoE config may leave at None (its modeling code then fails).
-MOE_COUNT_KEYS = frozenset({"num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok",
-                            "n_shared_experts"})
-# State-space head layouts: (heads, head dim, expand factor, groups) as each family names them.
-MAMBA_HEAD_KEYS = (("mamba_n_heads", "mamba_d_head", "mamba_expand", "mamba_n_groups"),
-                   ("num_heads", "head_dim", "expand", "n_groups"))
+SUBJECT_SEPARATOR = ":"
 
 
 class BuildError(Exception):
@@ -82,40 +34,56 @@ class ZooEntry:
     task: str
     class_name: str  # the task head class, e.g. "LlamaForCausalLM"
     config_class: str  # e.g. "LlamaConfig"
+    primary: bool = True  # the type's first task in precedence order
 
-    def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+    @property
+    def subject(self) -> str:
+        return self.model_type if self.primary else f"{self.model_type}{SUBJECT_SEPARATOR}{self.task}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "subject": self.subject}
+
+
+@functools.lru_cache(maxsize=1)
+def pairs() -> dict[str, ZooEntry]:
+    """Every (model type, task) pair, keyed by subject, sorted by model type then precedence."""
+    from transformers.models.auto import configuration_auto
+
+    config_names = configuration_auto.CONFIG_MAPPING_NAMES
+    found: dict[tuple[str, int], ZooEntry] = {}
+    seen: set[str] = set()
+    for rank, task in enumerate(derived_tasks()):
+        for model_type, class_name in mapping_of(task).items():
+            if model_type not in config_names:
+                continue
+            if isinstance(class_name, (tuple, list)):  # e.g. deit: (plain head, head with teacher)
+                class_name = class_name[0]
+            found[(model_type, rank)] = ZooEntry(model_type, task, class_name, config_names[model_type],
+                                                 primary=model_type not in seen)
+            seen.add(model_type)
+    return {entry.subject: entry for _, entry in sorted(found.items())}
 
 
 @functools.lru_cache(maxsize=1)
 def catalogue() -> dict[str, ZooEntry]:
-    """Every model type with a task in TASKS, keyed by model_type, sorted."""
-    from transformers.models.auto import configuration_auto, modeling_auto
-
-    config_names = configuration_auto.CONFIG_MAPPING_NAMES
-    found: dict[str, ZooEntry] = {}
-    for task, table in TASK_MAPPINGS.items():
-        for model_type, class_name in getattr(modeling_auto, table).items():
-            if model_type in found or model_type not in config_names:
-                continue
-            if isinstance(class_name, (tuple, list)):  # e.g. deit: (plain head, head with teacher)
-                class_name = class_name[0]
-            found[model_type] = ZooEntry(model_type, task, class_name, config_names[model_type])
-    return dict(sorted(found.items()))
+    """Every model type's primary entry, keyed by model_type, sorted."""
+    return {e.model_type: e for e in pairs().values() if e.primary}
 
 
 def select(archs: list[str] | None = None, tasks: list[str] | None = None) -> list[ZooEntry]:
-    """Entries matching any of `archs` (names or globs) and any of `tasks`; raises InputError."""
+    """Pairs of any of `archs` (names or globs) in any of `tasks` (default: every task);
+    raises InputError naming the known tasks for an unknown one."""
     from op_db.errors import InputError
 
-    entries = catalogue()
+    known = derived_tasks()
     for task in tasks or []:
-        if task not in TASK_MAPPINGS:
-            raise InputError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}.")
-    chosen = [e for e in entries.values() if not tasks or e.task in tasks]
+        if task not in known:
+            raise InputError(f"unknown task {task!r}; known tasks: {', '.join(known)}.")
+    chosen = [e for e in pairs().values() if not tasks or e.task in tasks]
     if archs:
+        types = catalogue()
         for pattern in archs:
-            if not any(fnmatch.fnmatchcase(name, pattern) for name in entries):
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in types):
                 raise InputError(f"no model type matches {pattern!r}; see `neuron-check models --list`.")
         chosen = [e for e in chosen if any(fnmatch.fnmatchcase(e.model_type, p) for p in archs)]
     return chosen
@@ -128,229 +96,6 @@ def _config_class(entry: ZooEntry):
     import transformers
 
     return getattr(transformers, entry.config_class)
-
-
-def _is_config(value: Any) -> bool:
-    from transformers import PreTrainedConfig
-
-    return isinstance(value, PreTrainedConfig)
-
-
-class _TokenIds:
-    """Maps special-token ids beyond the tiny vocabulary to distinct ids at its top."""
-
-    def __init__(self) -> None:
-        self.mapping: dict[int, int] = {}
-
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, list):
-            return [self(v) for v in value]
-        if isinstance(value, bool) or not isinstance(value, int) or value < VOCAB:
-            return value
-        if value not in self.mapping:
-            self.mapping[value] = VOCAB - 1 - len(self.mapping)
-        return self.mapping[value]
-
-
-def _is_token_key(key: str) -> bool:
-    return key.endswith(("_token_id", "_token_index", "_token_ids")) or key in ("image_token_index",)
-
-
-def _limited(key: str, value: Any) -> Any:
-    """`value` under the SIZE_RULES limit of `key`; lists of sizes (per layer) element by element."""
-    limit = SIZE_RULES.get(key)
-    if limit is None:
-        return value
-    if isinstance(value, list):
-        return [_limited(key, v) for v in value]
-    if isinstance(value, int) and not isinstance(value, bool) and value > limit:
-        return limit
-    return value
-
-
-def _kept_layers(values: dict[str, Any]) -> tuple[str, int, list[int]] | None:
-    """(layer-count key, original count, original indices to keep): one layer of each kind in
-    `layer_types` (first occurrence, in order; hybrids keep an attention layer), at least two."""
-    count_key = next((k for k in LAYER_COUNT_KEYS if isinstance(values.get(k), int)), None)
-    if count_key is None or values[count_key] < 2:
-        return None
-    total = values[count_key]
-    kinds = next((values[k] for k in LAYER_LIST_KEYS
-                  if isinstance(values.get(k), list) and len(values[k]) == total), None)
-    kept = list({kind: i for i, kind in reversed(list(enumerate(kinds)))}.values()) if kinds else []
-    for i in range(total):
-        if len(kept) >= 2:
-            break
-        if i not in kept:
-            kept.append(i)
-    return count_key, total, sorted(kept)
-
-
-def _per_layer(values: dict[str, Any]) -> dict[str, Any]:
-    """Per-layer fields cut to the kept layers: every list as long as the layer count (layer
-    kinds, per-layer sizes, sparsity patterns) and `per_layer_config` keyed by layer index."""
-    found = _kept_layers(values)
-    if found is None:
-        return {}
-    count_key, total, kept = found
-    out: dict[str, Any] = {count_key: len(kept)}
-    for key, value in values.items():
-        if isinstance(value, list) and len(value) == total and key != count_key:
-            out[key] = _limited(key, [value[i] for i in kept])
-    shared = values.get("num_kv_shared_layers")
-    if isinstance(shared, int) and shared:
-        # layers that reuse an earlier layer's KV cache: all of them (a draft model) or none
-        out["num_kv_shared_layers"] = len(kept) if shared >= total else 0
-    per_layer = values.get("per_layer_config")
-    if isinstance(per_layer, dict) and per_layer:
-        by_index = {int(k): v for k, v in per_layer.items()}
-        out["per_layer_config"] = {new: _shrunk_layer(by_index[old]) for new, old in enumerate(kept)
-                                   if old in by_index}
-    return out
-
-
-def _shrunk_layer(overrides: dict[str, Any]) -> dict[str, Any]:
-    """One layer's own sizes (per_layer_config), shrunk like the model's; a distinct head_dim stays
-    distinct but small."""
-    out = {key: _limited(key, value) for key, value in overrides.items()}
-    if overrides.get("num_key_value_heads") == overrides.get("num_attention_heads") != None:  # noqa: E711
-        out["num_key_value_heads"] = out["num_attention_heads"]  # plain multi-head stays plain
-    if isinstance(out.get("head_dim"), int):
-        out["head_dim"] = min(out["head_dim"], 32)  # above the shrunk global one (<= 16)
-    return out
-
-
-def _is_moe(values: dict[str, Any]) -> bool:
-    return isinstance(values.get("moe_intermediate_size"), int)
-
-
-def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
-    """Constructor kwargs that rebuild `config` tiny: only the keys that change, recursively."""
-    token_ids = token_ids or _TokenIds()
-    values = config.to_dict()
-    out: dict[str, Any] = {}
-    for key, limit in SIZE_RULES.items():
-        value = values.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
-            out[key] = limit
-        elif value is None and key in values and key in MOE_COUNT_KEYS and _is_moe(values):
-            out[key] = limit  # an MoE config whose expert counts default to None cannot build
-    heads = out.get("num_attention_heads", values.get("num_attention_heads"))
-    hidden = out.get("hidden_size", values.get("hidden_size"))
-    if "head_dim" in values and isinstance(heads, int) and isinstance(hidden, int):
-        # None too: some attention modules read config.head_dim without a fallback; partial
-        # rotary embeddings must still rotate a multiple of 4 dims
-        out["head_dim"] = max(hidden // heads, 4, _min_rotary_head_dim(values))
-    kv_heads = values.get("num_key_value_heads")
-    if isinstance(heads, int) and "num_key_value_heads" in values:
-        # plain multi-head attention (and MLA, which requires it) keeps kv heads == heads
-        plain = kv_heads is None or kv_heads == values.get("num_attention_heads") or "kv_lora_rank" in values
-        out["num_key_value_heads"] = heads if plain else min(kv_heads, 2, heads)
-    for group_key in ("n_group", "num_expert_group"):
-        if isinstance(values.get(group_key), int) and values[group_key] > 2:
-            # grouped routing: experts split evenly into groups, top-k groups cover top-k experts
-            out[group_key] = 2
-            if isinstance(values.get("topk_group"), int):
-                out["topk_group"] = min(values["topk_group"], 2)
-    out.update(_mamba_heads(values, {**values, **out}))
-    out.update(_mrope(values, out.get("head_dim") or (hidden // heads if isinstance(heads, int) and
-                                                        isinstance(hidden, int) else None)))
-    out.update(_per_layer(values))
-    for key in ("num_heads", "num_attention_heads"):
-        if isinstance(values.get(key), list) and all(isinstance(v, int) for v in values[key]):
-            # per-stage heads (Swin-like): powers of two divide every shrunk stage width
-            out[key] = [min(v, 2) for v in out.get(key, values[key])]
-    out.update(_attention_layers(values))
-    for key, value in values.items():
-        if _is_token_key(key) and value is not None:
-            mapped = token_ids(value)
-            if mapped != value:
-                out[key] = mapped
-    for key in getattr(config, "sub_configs", {}) or {}:
-        sub = getattr(config, key, None)
-        if _is_config(sub):
-            out[key] = {**sub.to_dict(), **shrink(sub, token_ids)}
-    _default_mrope(values, out)
-    return out
-
-
-def _default_mrope(values: dict[str, Any], out: dict[str, Any]) -> None:
-    """Vision-language models with merged patch grids (Qwen2-VL, GLM-4V and kin) use multimodal
-    RoPE whose sections, when the config leaves them out, default in the modeling code to a
-    full-size head; spell them out for the tiny head."""
-    text, vision = out.get("text_config"), values.get("vision_config")
-    if not isinstance(text, dict) or not isinstance(vision, dict) or "spatial_merge_size" not in vision:
-        return
-    rope = text.get("rope_parameters")
-    if not isinstance(rope, dict) or "mrope_section" in rope:
-        return
-    head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
-    half = head_dim // 2
-    text["rope_parameters"] = {**rope, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
-
-
-def _min_rotary_head_dim(values: dict[str, Any]) -> int:
-    """The smallest head dim whose rotary part (partial_rotary_factor, top level or per layer
-    type in rope_parameters) is at least 4 dims."""
-    factors = [values.get("partial_rotary_factor")]
-    rope = values.get("rope_parameters")
-    if isinstance(rope, dict):
-        factors += [rope.get("partial_rotary_factor")] + [
-            v.get("partial_rotary_factor") for v in rope.values() if isinstance(v, dict)]
-    factors = [f for f in factors if isinstance(f, float) and 0 < f < 1]
-    return int(4 / min(factors)) if factors else 0
-
-
-def _mrope(values: dict[str, Any], head_dim: int | None) -> dict[str, Any]:
-    """Multimodal RoPE splits half the head dim into (time, height, width) sections; scale them
-    to the tiny head dim, each at least 1, keeping their sum exact."""
-    rope = values.get("rope_parameters")
-    sections = rope.get("mrope_section") if isinstance(rope, dict) else None
-    if not isinstance(head_dim, int) or not isinstance(sections, list) or not sections:
-        return {}
-    half, total = head_dim // 2, sum(sections)
-    if total == half or half < len(sections):
-        return {}
-    scaled = [max(1, v * half // total) for v in sections]
-    scaled[0] += half - sum(scaled)
-    return {"rope_parameters": {**rope, "mrope_section": scaled}}
-
-
-def _attention_layers(values: dict[str, Any]) -> dict[str, Any]:
-    """Hybrids that place attention by index or period keep one attention layer (the second)
-    among the tiny model's layers; with none, their cache cannot even report its length."""
-    out: dict[str, Any] = {}
-    if "attn_layer_indices" in values:  # None (bamba's default) means no attention at all
-        out["attn_layer_indices"] = [1]
-    if isinstance(values.get("attn_layer_offset"), int) and isinstance(values.get("attn_layer_period"), int):
-        out.update(attn_layer_offset=1, attn_layer_period=2)
-    return out
-
-
-def _mamba_heads(values: dict[str, Any], shrunk: dict[str, Any]) -> dict[str, Any]:
-    """State-space heads must tile the expanded hidden size: heads * head_dim == expand * hidden."""
-    hidden = shrunk.get("hidden_size")
-    for heads_key, dim_key, expand_key, groups_key in MAMBA_HEAD_KEYS:
-        if not all(isinstance(values.get(k), int) for k in (heads_key, dim_key, expand_key)):
-            continue
-        heads = min(values[heads_key], 4)
-        out = {heads_key: heads, dim_key: max(values[expand_key] * hidden // heads, 1)}
-        if isinstance(values.get(groups_key), int):
-            out[groups_key] = min(values[groups_key], heads)
-        if isinstance(values.get("mamba_d_ssm"), int):  # falcon_h1 names the product too
-            out["mamba_d_ssm"] = heads * out[dim_key]
-        return out
-    return {}
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def build_config(entry: ZooEntry) -> Any:
@@ -372,12 +117,13 @@ def build_config(entry: ZooEntry) -> Any:
     return config
 
 
-def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0) -> Any:
-    """The tiny model of `entry`: float32, random weights under `seed`, eval mode, on CPU."""
+def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any = None) -> Any:
+    """The tiny model of `entry` (of `config`, default its tiny config): float32, random weights
+    under `seed`, eval mode, on CPU."""
     import torch
     import transformers
 
-    config = build_config(entry)
+    config = config if config is not None else build_config(entry)
     try:
         cls = getattr(transformers, entry.class_name)
         torch.manual_seed(seed)

@@ -24,10 +24,12 @@ from .faults import (
     reset_fallback_log,
     set_profile,
 )
-from .profile import FAULT_KINDS, Fault, SimProfile, load_profile
+from op_db.sim_profile import COLLECTIVES, FAULT_KINDS, CollectiveFault, Fault, SimProfile, load_profile
 
 __all__ = [
     "DEVICE",
+    "COLLECTIVES",
+    "CollectiveFault",
     "ENV_PROFILE",
     "FAULT_KINDS",
     "Fault",

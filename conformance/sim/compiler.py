@@ -4,7 +4,8 @@
 (so the graphs the backend compiler sees are aten-level, forward and backward, as a real
 backend's are), then runs every node of those graphs through the sim device. A compiled graph
 therefore meets the same profile as eager code (unsupported ops and dtypes, CPU fallbacks,
-faults), and the backend compiler can reject a graph the way a real one does.
+faults). Rejecting graphs in the backend compiler (`compile_unsupported_ops`) is issue 15's
+remaining work.
 
 AOTAutograd unwraps sim tensors before tracing: the graph it hands over computes on the CPU
 tensors that sim tensors hold. The runner wraps its inputs back into sim tensors, maps the
@@ -18,23 +19,11 @@ from typing import Callable, Iterator
 
 import torch
 
-from . import faults
 from .faults import DEVICE
 
 BACKEND_NAME = DEVICE
 _CPU = torch.device("cpu")
 _SIM = torch.device(DEVICE, 0)
-
-
-class CompileUnsupportedError(NotImplementedError):
-    """The backend compiler cannot lower a graph: it holds an op the compiler lacks."""
-
-    def __init__(self, op: str):
-        self.op = op
-        super().__init__(
-            f"sim backend compiler: no lowering for {op} (listed in the profile's "
-            "compile_unsupported_ops)"
-        )
 
 
 def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
@@ -63,18 +52,11 @@ def observe_graphs(observer: Callable[[torch.fx.GraphModule], None]) -> Iterator
 def _lower(gm: torch.fx.GraphModule, example_inputs) -> Callable:
     for observer in list(_observers):
         observer(gm)
-    profile = faults.active_profile()
-    rejected = getattr(profile, "is_compile_unsupported_op", None)
-    if rejected is not None:
-        for op in graph_ops(gm):
-            if rejected(op):
-                raise CompileUnsupportedError(op)
 
     def run(args: list) -> list:
         sim_args = [_to_sim(a) for a in args]
         args.clear()  # boxed convention: the runner owns (and may free) its inputs
-        with faults.compiled_graph():
-            outs = _SimInterpreter(gm).run(*sim_args)
+        outs = _SimInterpreter(gm).run(*sim_args)
         return [_to_inner(o) for o in outs]
 
     run._boxed_call = True

@@ -7,6 +7,7 @@ reproduces the CPU stream for the same seed). `torch.manual_seed` reaches it thr
 
 from __future__ import annotations
 
+import contextlib
 import types
 
 import torch
@@ -143,12 +144,45 @@ def reset_peak_memory_stats(device=None) -> None:
     _index(device)
 
 
+# Streams and events: sim computes synchronously on the CPU, so one in-order queue serves all;
+# these are the device-generic torch.Stream/torch.Event objects that FSDP2 and DDP ask for.
+def Stream(device=None, priority: int = 0, **_kwargs) -> torch.Stream:  # noqa: N802 - torch.cuda's name
+    _index(device)
+    return torch.Stream(DEVICE, priority=priority)
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    return torch.Event(DEVICE, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+
+def current_stream(device=None) -> torch.Stream:
+    _index(device)
+    return torch.accelerator.current_stream(torch.device(DEVICE, 0))
+
+
+def set_stream(stream_: torch.Stream) -> None:
+    torch.accelerator.set_stream(stream_)
+
+
+@contextlib.contextmanager
+def stream(stream_: torch.Stream | None):
+    if stream_ is None:
+        yield
+        return
+    previous = current_stream()
+    set_stream(stream_)
+    try:
+        yield
+    finally:
+        set_stream(previous)
+
+
 _EXPORTS = (
     is_available, is_initialized, _is_in_bad_fork, device_count, current_device, set_device,
     synchronize, get_device_name, get_device_capability, get_amp_supported_dtype, manual_seed,
     manual_seed_all, seed, seed_all, initial_seed, get_rng_state, set_rng_state,
     get_rng_state_all, set_rng_state_all, empty_cache, memory_allocated, max_memory_allocated,
-    memory_reserved, reset_peak_memory_stats,
+    memory_reserved, reset_peak_memory_stats, Stream, Event, current_stream, set_stream, stream,
 )
 
 

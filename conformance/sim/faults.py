@@ -10,14 +10,12 @@ import signal
 import time
 import warnings
 from collections import Counter
-from contextlib import contextmanager
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import torch
 
 from conformance import ulp
-
-from .profile import ROUNDING_KINDS, Fault, SimProfile
+from op_db.sim_profile import ROUNDING_KINDS, Fault, SimProfile
 
 DEVICE = "sim"
 # Faults that need the op's result one precision up (see `widened_inputs`).
@@ -29,24 +27,6 @@ _WIDER = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.flo
 _active: SimProfile | None = None
 _fallback_log: Counter[str] = Counter()
 _draws: dict[Fault, torch.Generator] = {}  # seeded per stochastic fault, reset with the profile
-
-
-_in_compiled_graph = False
-
-
-@contextmanager
-def compiled_graph() -> Iterator[None]:
-    """Marks ops as running inside a graph compiled by the sim compile backend."""
-    global _in_compiled_graph
-    outer, _in_compiled_graph = _in_compiled_graph, True
-    try:
-        yield
-    finally:
-        _in_compiled_graph = outer
-
-
-def in_compiled_graph() -> bool:
-    return _in_compiled_graph
 
 
 def set_profile(profile: SimProfile | None) -> None:

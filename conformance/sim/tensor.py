@@ -28,6 +28,7 @@ from .dynamo_skip import skip_recursively
 from .faults import DEVICE
 
 _CPU = torch.device("cpu")
+_TO_COPY = torch.ops.aten._to_copy.default
 # What a sim tensor holds while AOTAutograd traces through it, instead of CPU data.
 _TRACED_INNER = (FakeTensor, FunctionalTensor)
 _META_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
@@ -78,6 +79,13 @@ class SimTensor(torch.Tensor):
         text = torch._tensor_str._str(self, tensor_contents=tensor_contents)
         return "tensor(" + text[len("SimTensor("):] if text.startswith("SimTensor(") else text
 
+    def untyped_storage(self):
+        # The held CPU tensor's storage is the sim tensor's memory: FSDP2 frees and
+        # re-allocates unsharded parameters by resizing it, as on a real device.
+        if _holds_real_data(self) and not torch.compiler.is_compiling():
+            return self._cpu.untyped_storage()
+        return torch.Tensor.untyped_storage(self)
+
     def tolist(self):
         return self.detach().cpu().tolist()
 
@@ -119,7 +127,7 @@ def _sync_metadata(t: SimTensor) -> None:
         return
     with torch._C._DisableTorchDispatch():
         _SET_META.redispatch(
-            _META_KEYS, t, t.untyped_storage(), c.storage_offset(), c.size(), c.stride()
+            _META_KEYS, t, torch.Tensor.untyped_storage(t), c.storage_offset(), c.size(), c.stride()
         )
 
 
@@ -171,10 +179,32 @@ def _arg(args, kwargs, pos, name, kwarg_only):
     return kwargs.get(name)
 
 
+def _copy_fast(func, args, kwargs):
+    """`_to_copy` between the CPU and sim with no profile active: the same result as the general
+    path below (unwrap, copy on the CPU, wrap), without flattening the arguments; None when the
+    call needs the general path (a traced inner tensor, a non-strided result)."""
+    source = args[0]
+    inner = source._cpu if isinstance(source, SimTensor) else source
+    if type(inner) is not torch.Tensor or inner.device.type != "cpu" or len(args) != 1:
+        return None
+    target = kwargs.get("device")
+    to_sim = target is None or target.type == DEVICE
+    if target is not None and to_sim:
+        kwargs = {**kwargs, "device": _CPU}
+    out = func(inner, **kwargs)
+    if not to_sim:
+        return out
+    return SimTensor(out) if out.layout == torch.strided else None
+
+
 def _run(func, args, kwargs):
+    profile = faults.active_profile()
+    if func is _TO_COPY and profile is None:
+        out = _copy_fast(func, args, kwargs)
+        if out is not None:
+            return out
     name = str(func)
     returns, seeded, base_name = _schema_info(func)
-    profile = faults.active_profile()
 
     flat, spec = tree_flatten((args, kwargs))
     cpu_flat, in_dtypes, sim_in, cpu_big, to_sim = [], set(), False, False, None
@@ -314,6 +344,10 @@ def _op_kernel(qualname: str):
 
 
 _LIBS: list = []
+# Ops whose CompositeExplicitAutograd kernel (a metadata-only alias) must stay C++: FakeTensor
+# construction on device sim (DTensor's sharding propagation) detaches a meta tensor that
+# carries the PrivateUse1 key, and a Python kernel there would hand back a Python-owned tensor.
+_C10_ALIAS_KERNELS = frozenset({"aten::detach"})
 
 
 def install_fallback() -> None:
@@ -331,11 +365,12 @@ def install_fallback() -> None:
     fallback.fallback(_fallback_kernel, dispatch_key="PrivateUse1")
     per_op = torch.library.Library("aten", "IMPL")
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    kernel = None
     for name in torch._C._dispatch_get_all_op_names():
+        if name in _C10_ALIAS_KERNELS:
+            continue
         if name.startswith("aten::") and not has(name, "CompositeImplicitAutograd"):
             kernel = _op_kernel(name)
             per_op.impl(name[len("aten::"):], kernel, "PrivateUse1")
     _LIBS.extend([fallback, per_op])
-    # Every per-op kernel shares one code object, so marking one marks them all.
-    skip_recursively(SimTensor.__torch_dispatch__, _fallback_kernel, *filter(None, [kernel]))
+    # Every per-op kernel shares one code object, so marking the last marks them all.
+    skip_recursively(SimTensor.__torch_dispatch__, _fallback_kernel, kernel)

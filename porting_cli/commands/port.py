@@ -1,6 +1,8 @@
-"""`neuron-check port SCRIPT.py [options] [-- SCRIPT ARGS]` (also `neuron-check SCRIPT.py ...`).
+"""`neuron-check port PATH [options] [-- SCRIPT ARGS]` (also `neuron-check PATH ...`).
 
-What stops the script on the backend, how much work the port is, and the patch. With
+What stops the script (or the project: PATH a folder) on the backend, how much work the port
+is, and the patch. In project mode every Python file is scanned (porting_cli/project.py), the
+runtime check runs the entry script, and paths are relative to the project root. With
 --static-only nothing heavy is imported (no torch); the runtime check imports torch only in its
 child process and in the parent's reading of --against profiles.
 """
@@ -19,9 +21,12 @@ DEFAULT_MAX_SECONDS = 300.0
 
 
 @click.command("port", context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("script", metavar="SCRIPT.py")
+@click.argument("script", metavar="PATH")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SCRIPT_ARGS...]")
 @click.option("--static-only", is_flag=True, help="Only the static scan: do not run the script.")
+@click.option("--entry", metavar="FILE", default=None,
+              help="The script the runtime check runs (default: PATH itself, or for a folder its "
+                   "top-level train.py or main.py when exactly one exists).")
 @device_option
 @sim_profile_option
 @click.option("--against", metavar="RUN|PROFILE.json", default=None,
@@ -38,7 +43,7 @@ DEFAULT_MAX_SECONDS = 300.0
               help="Exit 1 when the verdict is blocked (blocked) or anything but ready (fixes).")
 @click.option("--fix", "apply_fix", is_flag=True, help="Rewrite SCRIPT.py in place (keeps SCRIPT.py.orig).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the unified diff of the fixes; change nothing.")
-def command(script: str, script_args: tuple[str, ...], static_only: bool, device: str | None,
+def command(script: str, script_args: tuple[str, ...], static_only: bool, entry: str | None, device: str | None,
             sim_profile: str | None, against: str | None, db_path: str | None, max_steps: int,
             max_seconds: float, fmt: str, output: str | None, fail_on: str | None,
             apply_fix: bool, show_diff: bool) -> int:
@@ -50,19 +55,33 @@ def command(script: str, script_args: tuple[str, ...], static_only: bool, device
     neuron-check train.py --sim-profile p.json -- --epochs 1  dry-run against a coverage profile
     neuron-check train.py --format sarif -o port.sarif       for GitHub code scanning
     neuron-check train.py --diff | --fix                     the patch, or apply it (keeps .orig)
+    neuron-check my_repo/ --entry scripts/train.py           project mode: every file, one verdict
     """
     from porting_cli.fix import fix_file
-    from porting_cli.scan import scan_file
+    from porting_cli.project import discover
 
     if apply_fix and show_diff:
         raise click.UsageError("--fix and --diff exclude each other: --diff shows what --fix would write.")
-    scan = scan_file(script)  # ScanError (an InputError) for a missing, unreadable or broken file
+    if static_only and against:
+        raise click.UsageError("--against predicts the status of the ops a run records, and --static-only "
+                               "runs nothing: drop one of them.")
+    project = discover(script, entry)
+    if project.is_folder:
+        return _project(project, list(script_args), static_only, device, sim_profile, against, db_path,
+                        max_steps, max_seconds, fmt, output, fail_on, apply_fix, show_diff)
+    from porting_cli.scan import ScanError
+    from porting_cli.batch_scan import scan_paths
+
+    scanned = scan_paths([(script, script)])[0]  # through the content cache: porting_cli.scan.cache
+    if isinstance(scanned, ScanError):  # a missing, unreadable or broken file
+        raise scanned
     if show_diff or apply_fix:
         return _fix(script, apply_fix, fix_file)
-    patch = fix_file(script, write=False).diff()
+    scan, patch = scanned.result, scanned.fix.diff()
     trace = reach = prediction = None
     if not static_only:
-        trace, reach, prediction = _runtime(script, list(script_args), device, sim_profile, against,
+        run = project.require_entry() if entry else script
+        trace, reach, prediction = _runtime(run, list(script_args), device, sim_profile, against,
                                             db_path, max_steps, max_seconds)
     from porting_cli.port import build_report, exit_code
 
@@ -72,9 +91,54 @@ def command(script: str, script_args: tuple[str, ...], static_only: bool, device
     return exit_code(report["verdict"], fail_on)
 
 
+def _project(project, args: list[str], static_only: bool, device: str | None, sim_profile: str | None,
+             against: str | None, db_path: str | None, max_steps: int, max_seconds: float, fmt: str,
+             output: str | None, fail_on: str | None, apply_fix: bool, show_diff: bool) -> int:
+    """Project mode: scan every file, run the entry script, one report for the whole folder."""
+    from porting_cli.fix import fix_file
+    from porting_cli.port import build_report, exit_code
+    from porting_cli.project import scan_project
+
+    entry = None if static_only or show_diff or apply_fix else project.require_entry()  # before any work
+    scanned = scan_project(project)
+    from reports.sanitize import echo
+
+    for warning in scanned.warnings:
+        echo(f"neuron-check: warning: {warning}", err=True)  # file names are untrusted text
+    if apply_fix:
+        fixable = [f["path"] for f in scanned.files if f["fixable"]]
+        for rel in fixable:
+            _fix(project.path(rel), True, fix_file)
+        if not fixable:
+            echo(f"{_display(project.root)}: nothing to fix automatically.")
+        return 0
+    patch = scanned.patch
+    if show_diff:
+        _print_patch(patch)
+        return 0
+    trace = reach = prediction = None
+    if entry is not None:
+        trace, reach, prediction = _runtime(entry, args, device, sim_profile, against, db_path,
+                                            max_steps, max_seconds, root=project.root)
+    report = build_report(_display(project.root), scanned.result, patch, trace, prediction=prediction,
+                          reach=reach, max_steps=max_steps, max_seconds=max_seconds, files=scanned.files,
+                          warnings=scanned.warnings, base_dir=project.root).to_dict()
+    _emit(report, fmt, output)
+    return exit_code(report["verdict"], fail_on)
+
+
 def _display(path: str) -> str:
     rel = os.path.relpath(os.path.abspath(path))
     return path if rel.startswith("..") else rel
+
+
+def _print_patch(patch: str) -> None:
+    from reports.sanitize import echo
+
+    if sys.stdout.isatty():
+        echo(patch, nl=False)  # to be read: the script's lines are untrusted text
+    else:
+        sys.stdout.write(patch)  # to be applied (`| git apply`): byte for byte
 
 
 def _fix(script: str, write: bool, fix_file) -> int:
@@ -82,10 +146,7 @@ def _fix(script: str, write: bool, fix_file) -> int:
 
     result = fix_file(script, write=write)
     if not write:
-        if sys.stdout.isatty():
-            echo(result.diff(), nl=False)  # to be read: the script's lines are untrusted text
-        else:
-            sys.stdout.write(result.diff())  # to be applied (`| git apply`): byte for byte
+        _print_patch(result.diff())
         return 0
     if not result.changed:
         echo(f"{script}: nothing to fix automatically ({len(result.remaining)} finding(s) need a person).")
@@ -96,9 +157,13 @@ def _fix(script: str, write: bool, fix_file) -> int:
 
 
 def _runtime(script: str, args: list[str], device: str | None, sim_profile: str | None,
-             against: str | None, db_path: str | None, max_steps: int, max_seconds: float):
+             against: str | None, db_path: str | None, max_steps: int, max_seconds: float,
+             root: str | None = None):
+    """The trace (and the CPU reach run for --against). `root`: project mode's folder, which
+    is both the user's code and the base of the sites' paths."""
     from porting_cli.options import apply_sim_profile
-    from porting_cli.trace import Prediction, run_trace
+    from porting_cli.prediction import Prediction
+    from porting_cli.trace import run_trace
 
     if sim_profile and device not in (None, "sim") and not str(device).startswith("sim:"):
         raise click.UsageError("--sim-profile applies only to --device sim.")
@@ -106,13 +171,14 @@ def _runtime(script: str, args: list[str], device: str | None, sim_profile: str 
         apply_sim_profile(sim_profile)  # validated here; the child inherits it through the environment
         device = device or "sim"
     prediction = Prediction.load(against, db_path) if against else None
-    trace = run_trace(script, args, device=device, max_steps=max_steps, max_seconds=max_seconds)
+    trace = run_trace(script, args, device=device, max_steps=max_steps, max_seconds=max_seconds,
+                      root=root, display_base=root)
     reach = None
     if prediction is not None and trace.outcome in ("raised", "crashed"):
         # Ops after the failure were never reached live: run the script on the CPU (same
         # limits) to learn them; the table shows their status as predicted by --against.
         reach = run_trace(script, args, device="cpu", max_steps=max_steps, max_seconds=max_seconds,
-                          divergence=False)
+                          divergence=False, root=root, display_base=root)
     return trace, reach, prediction
 
 

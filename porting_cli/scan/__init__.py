@@ -1,6 +1,8 @@
 """Static scan of a PyTorch script for CUDA-specific code.
 
-Imports nothing heavy (no torch): ``neuron-check model.py`` starts fast.
+Imports nothing heavy (no torch); libcst, which the rule families need, is imported only
+when a file is actually analysed, so a result read from the cache (porting_cli.scan.cache)
+never loads it.
 
     >>> from porting_cli.scan import scan_source
     >>> [f.rule_id for f in scan_source("x = x.cuda()\\n").findings]
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .engine import analyze_cached, read_source
 from .model import EffortSummary, Finding, ScanError, ScanResult
 from .rules import RULES, RULES_BY_ID, Rule, rules_markdown
 
@@ -21,10 +22,14 @@ __all__ = ["EffortSummary", "Finding", "RULES", "RULES_BY_ID", "Rule", "ScanErro
 
 def scan_source(text: str, path: str = "<string>") -> ScanResult:
     """Scan Python source text; raises ScanError on a syntax error."""
+    from .engine import analyze_cached
+
     analysis = analyze_cached(text, path)
     return ScanResult(path=path, findings=analysis.findings, lines=analysis.lines)
 
 
 def scan_file(path: str | Path) -> ScanResult:
     """Scan one Python file; raises ScanError (an InputError) if it can't be read or parsed."""
+    from .source import read_source
+
     return scan_source(read_source(path), str(path))

@@ -20,7 +20,7 @@ from libcst.metadata import PositionProvider
 
 from .dataflow import DeviceFlow
 from .model import Finding
-from .rules import RULES_BY_ID
+from .rules import RULES_BY_ID, prelude_names  # noqa: F401 (re-exported)
 
 Edit = Callable[[cst.CSTNode], cst.CSTNode]
 
@@ -123,13 +123,6 @@ class Context:
     def indexed_device(self, index: cst.BaseExpression) -> cst.Call:
         """``torch.device(DEVICE.type, index)``."""
         return cst.Call(func=expr("torch.device"), args=[cst.Arg(self.device_type()), cst.Arg(index)])
-
-
-def prelude_names(device_name: str) -> dict[str, str]:
-    """The names the prelude of a fixed file binds, derived from the device's name."""
-    low = device_name.lower()
-    return {"device": device_name, "type": f"{device_name}_TYPE", "device_for": f"{low}_for",
-            "bf16": f"{low}_supports_bf16", "memory": f"{low}_memory"}
 
 
 def expr(code: str) -> cst.BaseExpression:

@@ -16,7 +16,6 @@ import ast
 import bisect
 import dataclasses
 import re
-from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -33,6 +32,7 @@ from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
 from .model import Finding, ScanError
+from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
 
 FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor, BackendFlagsVisitor,
@@ -42,42 +42,8 @@ CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)
 
 TRIGGERS = "|".join(f"(?:{t})" for family in FAMILIES for t in family.triggers)
 TRIGGER_RE = re.compile(TRIGGERS, re.IGNORECASE)
-LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines as Python numbers them (only \\n, \\r\\n and \\r end a line)."""
-    return LINE_RE.findall(text)
-
-
-def read_source(path: str | Path) -> str:
-    """The text of a Python file, or ScanError with one sentence saying why not."""
-    p = Path(path)
-    if not p.exists():
-        raise ScanError(f"{path}: no such file.")
-    if p.is_dir():
-        raise ScanError(f"{path} is a directory, not a Python file.")
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise ScanError(f"{path} cannot be read: {e.strerror or e}.") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ScanError(f"{path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
-                        "save it as UTF-8 and try again.") from None
-    return text
-
-
-def parse_python(text: str, path: str) -> ast.Module:
-    try:
-        return ast.parse(text.removeprefix("\ufeff"), filename=path)
-    except SyntaxError as e:
-        raise ScanError(f"{path}:{e.lineno or 1}: syntax error: {e.msg}.") from None
-    except ValueError as e:  # e.g. null bytes
-        raise ScanError(f"{path}:1: syntax error: {e}.") from None
 
 
 def iter_blocks(stmt: ast.stmt):

@@ -216,3 +216,10 @@ def rules_markdown() -> str:
         rows.append(f"| {r.id} | {r.family} | {r.severity} | {r.effort} | "
                     f"{'yes' if r.fixable else 'no'} | {msg} |")
     return "\n".join(rows) + "\n"
+
+
+def prelude_names(device_name: str) -> dict[str, str]:
+    """The names the prelude of a fixed file binds, derived from the device's name."""
+    low = device_name.lower()
+    return {"device": device_name, "type": f"{device_name}_TYPE", "device_for": f"{low}_for",
+            "bf16": f"{low}_supports_bf16", "memory": f"{low}_memory"}

@@ -113,6 +113,12 @@ def _render(report: dict[str, Any], md: bool) -> str:
             r["predicted"] or "", _short(r["message"])] for r in report["ops"]] if runtime else [],
           ["op", "status", "count", "dtypes", "sites", "predicted", "message"])
 
+    if len(report.get("files", [])) > 1:
+        heading("Files")
+        table([[f["path"], f["lines"], f["findings"], f["needs_change"], f["fixable"]] for f in report["files"]],
+              ["file", "lines", "findings", "need a change", "auto-fixable"])
+    out.extend(f"Warning: {_cell(w, md)}" for w in report.get("warnings", []))
+
     heading("Findings")
     table([[f"{f['path']}:{f['line']}:{f['col']}", f["rule"], f["severity"], f["effort"],
             "yes" if f["fixable"] else "no", f["message"]] for f in report["findings"]],

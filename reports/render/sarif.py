@@ -1,7 +1,7 @@
 """SARIF 2.1.0 output of the porting report, so GitHub code scanning shows findings inline.
 
 Static findings keep their rule ids (NC...); ops that cannot run on the target become results
-of three runtime rules at the user's source line where the op was issued. Locations use paths
+of four runtime rules at the user's source line where the op was issued. Locations use paths
 relative to the repository root (the directory neuron-check ran in) with uriBaseId
 %SRCROOT%, which is how GitHub maps results onto files.
 """
@@ -22,6 +22,8 @@ OP_RULES = {
               "This aten op raised on the target backend although it exists there."),
     "FALLBACK": ("NCOP3", "cpu-fallback-op", "warning",
                  "This aten op ran through the backend's CPU fallback: correct, but slow."),
+    "TIMEOUT": ("NCOP4", "op-timeout", "error",
+                "This aten op did not return on the target before the time limit (it hangs)."),
 }
 
 

@@ -13,7 +13,8 @@ from conformance import backends
 from conformance.config import RunConfig
 from conformance.engine import local as engine
 from conformance.engine import InlineExecutor, prestart_workers, run_items, start_run
-from conformance.planning import PlanOptions, plan
+from conformance.planning import OpsOptions
+from conformance.suite import plan as plan_command
 from op_db.errors import InputError
 from op_db.records import Status, WorkItem
 from op_db.store import Store
@@ -41,7 +42,7 @@ def crash_hang_run(tmp_path_factory):
     prestart_workers(2, ("opinfo",))
     os.environ["NEURON_CHECK_SIM_PROFILE"] = str(PROFILES / "crash_hang.json")
     try:
-        config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=4.0, max_samples=2,
+        config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=4.0, suite_options=OpsOptions(max_samples=2),
                            sim_profile=str(PROFILES / "crash_hang.json"))
         store, run_id = new_run(tmp, config)
         plan_items = items("add", "atan2", "sub", "erfinv", "mul", "abs")
@@ -89,11 +90,11 @@ def test_run_records_metadata(crash_hang_run):
 
 
 def test_shards_together_equal_the_unsharded_run(tmp_path):
-    options = PlanOptions(ops=("add", "mul", "sub", "abs", "neg", "exp", "sin", "cos"), dtypes=("float32", "bfloat16"))
-    config = RunConfig(backend="sim", device="sim", max_samples=2, executor="inline")
+    options = OpsOptions(ops=("add", "mul", "sub", "abs", "neg", "exp", "sin", "cos"), dtypes=("float32", "bfloat16"))
+    config = RunConfig(backend="sim", device="sim", suite_options=OpsOptions(max_samples=2), executor="inline")
     outcomes = {}
     for shard in (None, "1/2", "2/2"):
-        shard_items = plan(PlanOptions(**{**options.__dict__, "shard": shard}), "sim")
+        shard_items = plan_command("ops", OpsOptions(**{**options.__dict__, "shard": shard}))
         store, run_id = new_run(tmp_path, config)
         run_items(shard_items, config, store, run_id, progress=False, executor=InlineExecutor())
         outcomes[shard] = {(r.item, r.status, r.samples, r.max_abs_err) for r in store.results(run_id)}
@@ -104,10 +105,10 @@ def test_shards_together_equal_the_unsharded_run(tmp_path):
 
 
 def test_full_plan_shards_partition_it():
-    whole = plan(PlanOptions(dtypes=("float32",)), "sim")
-    halves = plan(PlanOptions(dtypes=("float32",), shard="1/2"), "sim") + plan(PlanOptions(dtypes=("float32",), shard="2/2"), "sim")
+    whole = plan_command("ops", OpsOptions(dtypes=("float32",)))
+    halves = plan_command("ops", OpsOptions(dtypes=("float32",), shard="1/2")) + plan_command("ops", OpsOptions(dtypes=("float32",), shard="2/2"))
     assert sorted(halves) == sorted(whole)
-    assert plan(PlanOptions(dtypes=("float32",), shard="1/2"), "sim") == plan(PlanOptions(dtypes=("float32",), shard="1/2"), "sim")
+    assert plan_command("ops", OpsOptions(dtypes=("float32",), shard="1/2")) == plan_command("ops", OpsOptions(dtypes=("float32",), shard="1/2"))
 
 
 def test_resume_after_parent_sigkill_loses_and_duplicates_nothing(tmp_path):
@@ -148,7 +149,7 @@ def test_resume_after_parent_sigkill_loses_and_duplicates_nothing(tmp_path):
         after = store.results(run_id)
         assert store.run(run_id)["status"] == "finished"
         assert len(store.runs()) == 1
-    planned = plan(PlanOptions(ops=tuple(ops.split(",")), dtypes=("float32", "bfloat16")), "sim")
+    planned = plan_command("ops", OpsOptions(ops=tuple(ops.split(",")), dtypes=("float32", "bfloat16")))
     assert sorted(r.item for r in after) == sorted(planned)  # nothing lost, nothing twice
     for result in after:
         if result.item in before:  # stored items were not run again
@@ -171,7 +172,7 @@ class _InterruptedAfter(InlineExecutor):
 
 
 def test_ctrl_c_keeps_finished_items_and_marks_the_run_interrupted(tmp_path):
-    config = RunConfig(backend="sim", device="sim", max_samples=1)
+    config = RunConfig(backend="sim", device="sim", suite_options=OpsOptions(max_samples=1))
     store, run_id = new_run(tmp_path, config)
     summary = run_items(items("add", "sub", "mul", "abs"), config, store, run_id, progress=False,
                         executor=_InterruptedAfter(2))

@@ -17,7 +17,8 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip ins
 from conformance.config import RunConfig  # noqa: E402
 from conformance.engine import run_items  # noqa: E402
 from conformance.engine.ray import RayExecutor  # noqa: E402
-from conformance.planning import PlanOptions, plan  # noqa: E402
+from conformance.planning import OpsOptions  # noqa: E402
+from conformance.suite import plan as plan_command  # noqa: E402
 from op_db.errors import InputError  # noqa: E402
 from op_db.records import Status  # noqa: E402
 from op_db.store import Store  # noqa: E402
@@ -61,12 +62,12 @@ def fault_runs(ray_instance, tmp_path_factory):
     folder = tmp_path_factory.mktemp("ray")
     profile = folder / "faults.json"
     profile.write_text(json.dumps(FAULTS))
-    items = plan(PlanOptions(ops=tuple(EXPECTED), dtypes=("float32",)), "sim")
+    items = plan_command("ops", OpsOptions(ops=tuple(EXPECTED), dtypes=("float32",)))
     assert {item.subject for item in items} == set(EXPECTED)
     runs = {}
     with Store.open(folder / "runs.db") as store:
         for executor in ("local", "ray"):
-            config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=HANG_LIMIT_S, max_samples=2,
+            config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=HANG_LIMIT_S, suite_options=OpsOptions(max_samples=2),
                                sim_profile=str(profile), executor=executor)
             run_id = store.create_run(backend="sim", device="sim", options={"executor": executor})
             summary = run_items(items, config, store, run_id, progress=False)
@@ -100,7 +101,7 @@ def test_hang_becomes_timeout(fault_runs):
 
 
 def test_cluster_without_the_device_resource_is_refused(ray_instance):
-    items = plan(PlanOptions(ops=("abs",), dtypes=("float32",)), "sim")
+    items = plan_command("ops", OpsOptions(ops=("abs",), dtypes=("float32",)))
     config = RunConfig(backend="neuron", device="neuron", executor="ray")
     with pytest.raises(InputError, match="neuron_cores"):
         RayExecutor().execute(items, config, lambda result: None)

@@ -6,7 +6,8 @@ import pytest
 
 import conformance.sim as sim
 from conformance import backends
-from conformance.fp8 import suite as fp8
+from conformance.fp8 import run as fp8
+from conformance.fp8.plan import plan as fp8_plan
 from conformance.config import RunConfig, WorkerContext
 from op_db.errors import InputError
 from op_db.records import Status, WorkItem
@@ -17,9 +18,9 @@ E4M3, E5M2 = "float8_e4m3fn", "float8_e5m2"
 ROUNDING_SHIFT = {"faults": [{"op": "aten._to_copy.default", "dtype": E4M3, "kind": "offset", "value": 2.0 ** -10}]}
 
 
-def make_ctx(mode: str = "eager") -> WorkerContext:
+def make_ctx() -> WorkerContext:
     adapter = backends.get("sim").init()
-    ctx = WorkerContext(RunConfig(backend="sim", device="sim", mode=mode), adapter)
+    ctx = WorkerContext(RunConfig(backend="sim", device="sim"), adapter)
     fp8.prepare(ctx)
     return ctx
 
@@ -52,7 +53,7 @@ def run_all(items, ctx):
 
 
 def test_plan_expands_fp8_to_every_format_and_subject():
-    items = fp8.plan(["fp8"], mode="eager", subjects=CORE_SUBJECTS)
+    items = fp8_plan(["fp8"], mode="eager", subjects=CORE_SUBJECTS)
     assert {i.dtype for i in items} == {"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"}
     per_dtype = [i for i in items if i.dtype == E4M3]
     assert [(i.subject, i.variant) for i in per_dtype] == [
@@ -66,15 +67,15 @@ def test_plan_expands_fp8_to_every_format_and_subject():
 
 
 def test_plan_finds_the_opinfo_entries_that_list_fp8():
-    items = fp8.plan([E5M2], mode="compile", grad=True, subjects=["opinfo"])
+    items = fp8_plan([E5M2], mode="compile", grad=True, subjects=["opinfo"])
     assert {"eye", "torch._scaled_mm"} <= {i.variant for i in items}
     assert all(i.subject == "opinfo" and i.mode == "compile" for i in items)
 
 
 @pytest.mark.parametrize("call", [
-    lambda: fp8.plan(["float8_e3m4"], mode="eager"),
-    lambda: fp8.plan(["fp8"], mode="eager", subjects=["matmul"]),
-    lambda: fp8.plan(["fp8"], mode="lazy"),
+    lambda: fp8_plan(["float8_e3m4"], mode="eager"),
+    lambda: fp8_plan(["fp8"], mode="eager", subjects=["matmul"]),
+    lambda: fp8_plan(["fp8"], mode="lazy"),
 ])
 def test_plan_rejects_bad_input_with_one_sentence(call):
     with pytest.raises(InputError, match=r"^unknown .*\.$"):
@@ -84,7 +85,7 @@ def test_plan_rejects_bad_input_with_one_sentence(call):
 # -- a fault-free sim passes ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("item", fp8.plan(["fp8"], mode="eager", subjects=CORE_SUBJECTS), ids=lambda i: i.test_id)
+@pytest.mark.parametrize("item", fp8_plan(["fp8"], mode="eager", subjects=CORE_SUBJECTS), ids=lambda i: i.test_id)
 def test_fault_free_sim_passes(item, ctx):
     result = fp8.run_item(item, ctx)
     assert result.status is Status.PASS, (result.first_failure, result.message)
@@ -102,7 +103,7 @@ def test_fault_free_sim_passes_fp8_opinfo_entries(variant, ctx):
 def test_compile_mode_passes_on_fault_free_sim():
     sim.register()
     sim.set_profile(None)
-    ctx = make_ctx("compile")
+    ctx = make_ctx()
     for variant in ("to_float32", "from_bfloat16"):
         result = fp8.run_item(WorkItem("fp8", "cast", variant, E5M2, "compile"), ctx)
         assert result.status is Status.PASS, result.message
@@ -113,7 +114,7 @@ def test_compile_mode_passes_on_fault_free_sim():
 
 def test_nan_fault_on_e5m2_conversions_fails_e5m2_items_only(ctx, profile):
     profile({"faults": [{"op": "aten._to_copy.default", "dtype": E5M2, "kind": "nan"}]})
-    results = run_all(fp8.plan([E4M3, E5M2], mode="eager", subjects=CORE_SUBJECTS), ctx)
+    results = run_all(fp8_plan([E4M3, E5M2], mode="eager", subjects=CORE_SUBJECTS), ctx)
     for item, result in results.items():
         expected = Status.MISMATCH if item.dtype == E5M2 else Status.PASS
         assert result.status is expected, (item, result.message)
@@ -179,7 +180,7 @@ def test_fallback_with_right_results_is_fallback(ctx, profile):
 
 def test_unsupported_fp8_dtype_in_profile_is_unsupported(ctx, profile):
     profile({"unsupported_dtypes": [E4M3]})
-    items = fp8.plan([E4M3, E5M2], mode="eager", subjects=["cast", "movement"])
+    items = fp8_plan([E4M3, E5M2], mode="eager", subjects=["cast", "movement"])
     for item, result in run_all(items, ctx).items():
         expected = Status.UNSUPPORTED if item.dtype == E4M3 else Status.PASS
         assert result.status is expected, (item, result.message)

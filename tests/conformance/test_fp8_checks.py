@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.fp8.checks import judge_bits, judge_fp8_ulp, judge_scaled_mm, scaled_mm_cases
-from conformance.fp8.inputs import all_codes, bits, boundary_grid, dense_float32_grid, describe_value, every_value
+from conformance.fp8.cases import judge_bits, judge_fp8_ulp, judge_scaled_mm, scaled_mm_cases
+from conformance.fp8.inputs import all_codes, boundary_grid, dense_float32_grid, every_value
+from conformance.numerics import bits, describe_value
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -49,7 +50,7 @@ def test_bits_judge_treats_any_nan_alike_only_when_asked():
     assert judge_bits(nan_equal=True, name_inputs=True)(other_nan, codes, [codes]).ok
     strict = judge_bits(nan_equal=False, name_inputs=True)(other_nan, codes, [codes])
     assert not strict.ok
-    assert strict.detail == "1/256 values differ; first: input 0x7d (nan): device 0x7f (nan), CPU 0x7d (nan)"
+    assert strict.reason == "1/256 values differ; first: input 0x7d (nan): device 0x7f (nan), CPU 0x7d (nan)"
 
 
 def test_fp8_ulp_judge_allows_one_step_not_two():

@@ -113,7 +113,7 @@ def test_unknown_model_type_is_skipped(ctx):
 def test_router_divergence_is_reported_as_a_router_flip():
     import torch
 
-    from conformance.models.divergence import _Call, first_divergence
+    from conformance.models.first_divergence import _Call, first_divergence
 
     same = [torch.ones(3)]
     ref = [_Call(("model.layers.0.mlp.gate", 1), "MixtralTopKRouter", same, [torch.tensor([0, 1])])]
@@ -125,7 +125,7 @@ def test_router_divergence_is_reported_as_a_router_flip():
 def test_divergence_skips_modules_whose_inputs_already_differ():
     import torch
 
-    from conformance.models.divergence import _Call, first_divergence
+    from conformance.models.first_divergence import _Call, first_divergence
 
     a, b = [torch.zeros(4)], [torch.ones(4)]
     ref = [_Call(("inner", 1), "Linear", a, a), _Call(("outer", 1), "Block", a, a)]
@@ -135,24 +135,27 @@ def test_divergence_skips_modules_whose_inputs_already_differ():
 
 
 def test_plan_expands_variants_dtypes_and_modes():
-    from conformance.models.plan import plan
+    from conformance.models.plan import ModelOptions, plan
 
-    items = plan(archs=["llama", "vit"], dtypes=["fp32", "bf16"], grad=True, generate=True, modes=["eager"])
+    items = plan(ModelOptions(archs=("llama", "vit"), tasks=("causal-lm", "image-classification"),
+                              dtypes=("fp32", "bf16"), grad=True, generate=True, modes=("eager",)))
     assert WorkItem("model", "llama", "generate", "bfloat16", "eager") in items
     assert WorkItem("model", "vit", "backward", "float32", "eager") in items
     assert not any(i.subject == "vit" and i.variant == "generate" for i in items)
     assert len(items) == 2 * 3 + 2 * 2
+    every_task = plan(ModelOptions(archs=("llama",), dtypes=("fp32",)))
+    assert {i.subject for i in every_task} >= {"llama", "llama:token-classification", "llama:base"}
 
 
 def test_plan_rejects_bad_choices():
-    from conformance.models.plan import plan
+    from conformance.models.plan import ModelOptions, plan
 
     with pytest.raises(InputError, match="no model type matches"):
-        plan(archs=["nonexistent*"])
+        plan(ModelOptions(archs=("nonexistent*",)))
     with pytest.raises(InputError, match="unknown task"):
-        plan(tasks=["speech"])
+        plan(ModelOptions(tasks=("speech",)))
     with pytest.raises(InputError, match="fp32, bf16 or fp16"):
-        plan(archs=["llama"], dtypes=["fp64"])
+        plan(ModelOptions(archs=("llama",), dtypes=("fp64",)))
 
 
 def test_zoo_gives_each_type_one_task_by_precedence():
@@ -163,7 +166,10 @@ def test_zoo_gives_each_type_one_task_by_precedence():
     assert entries["t5"].task == "seq2seq-lm"  # also a sequence classifier: seq2seq wins
     assert entries["vit"].task == "image-classification"
     assert entries["llava"].task == "image-text-to-text"
-    assert {e.task for e in entries.values()} == set(zoo.TASKS)
+    from conformance.models.tasks import tasks
+
+    assert {e.task for e in entries.values()} <= set(tasks())
+    assert entries["bert"].task == "causal-lm" and zoo.pairs()["bert:token-classification"].primary is False
     chosen = [e.model_type for e in zoo.select(["gpt*"], ["causal-lm"])]
     assert "gpt2" in chosen and all(name.startswith("gpt") for name in chosen)
 

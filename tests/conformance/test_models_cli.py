@@ -24,17 +24,23 @@ def test_list_shows_every_type_with_its_task():
     done = neuron_check("models", "--list", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    by_type = {row["model_type"]: row for row in data["models"]}
-    assert by_type["llama"]["task"] == "causal-lm" and by_type["vit"]["task"] == "image-classification"
-    assert sum(c["types"] for c in data["summary"].values()) == len(data["models"]) > 300
+    by_subject = {row["subject"]: row for row in data["models"]}
+    assert by_subject["llama"]["task"] == "causal-lm" and by_subject["vit"]["task"] == "image-classification"
+    assert by_subject["bert:token-classification"]["class_name"] == "BertForTokenClassification"
+    assert len({row["model_type"] for row in data["models"]}) > 600 and len(data["models"]) > 1800
 
 
-def test_check_build_reports_build_status_per_type():
+def test_check_build_reports_a_cause_per_pair_and_the_aten_overloads():
     done = neuron_check("models", "--list", "--check-build", "--arch", "llama,musicgen", "--format", "json")
     assert done.returncode == 0, done.stderr
-    builds = {row["model_type"]: row["build"] for row in json.loads(done.stdout)["models"]}
-    assert builds["llama"] == "ok"
-    assert builds["musicgen"].startswith("build failed: ")  # its composite config lacks `dropout`
+    data = json.loads(done.stdout)
+    rows = {row["subject"]: row for row in data["models"]}
+    assert rows["llama"]["build"] == "ok" and rows["llama:token-classification"]["build"] == "ok"
+    assert rows["musicgen"]["cause"] == "config cannot be shrunk"  # its composite config lacks `dropout`
+    assert rows["musicgen"]["build"].startswith("config cannot be shrunk: AttributeError")
+    summary = data["census"]
+    assert summary["aten_ops"] >= max(c["aten_ops"] for c in summary["per_task"].values()) > 10
+    assert summary["causes"]["config cannot be shrunk"] >= 2
 
 
 def test_fault_profile_run_trips_fail_on_and_stores_the_divergence(tmp_path):

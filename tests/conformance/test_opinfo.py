@@ -7,6 +7,7 @@ import pytest
 import conformance.sim as sim
 from conformance.config import RunConfig
 from conformance.engine.worker import init_worker, run_one
+from conformance.planning import OpsOptions
 from op_db.records import Status, WorkItem
 
 PROFILES = Path(__file__).parent / "profiles"
@@ -31,7 +32,7 @@ REPRESENTATIVE_OPS = [
 
 @pytest.fixture(scope="module")
 def sim_ctx():
-    ctx = init_worker(RunConfig(backend="sim", device="sim", max_samples=3))
+    ctx = init_worker(RunConfig(backend="sim", device="sim", suite_options=OpsOptions(max_samples=3)))
     yield ctx
     sim.set_profile(None)
 
@@ -140,7 +141,7 @@ def test_cuda_only_opinfos_are_skipped_not_blamed_on_the_cpu(sim_ctx):
 
 
 def test_meta_device_compares_metadata_only():
-    ctx = init_worker(RunConfig(backend="meta", device="meta", max_samples=2))
+    ctx = init_worker(RunConfig(backend="meta", device="meta", suite_options=OpsOptions(max_samples=2)))
     result = run_one(WorkItem("opinfo", "add", "forward", "float32", "eager"), ctx)
     assert result.status is Status.PASS
     assert result.check == "shape-dtype-device"
@@ -150,7 +151,7 @@ def test_meta_device_compares_metadata_only():
 
 @pytest.mark.slow
 def test_compile_mode_on_cpu_with_inductor():
-    ctx = init_worker(RunConfig(backend="cpu", device="cpu", mode="compile", max_samples=1))
+    ctx = init_worker(RunConfig(backend="cpu", device="cpu", suite_options=OpsOptions(max_samples=1)))
     for subject in ("add", "abs"):
         result = run_one(WorkItem("opinfo", subject, "forward", "float32", "compile"), ctx)
         assert result.status is Status.PASS, result.message

@@ -15,6 +15,7 @@ from conformance import ulp
 from conformance.config import RunConfig
 from conformance.engine.worker import init_worker, run_one
 from conformance.numerics import compare
+from conformance.planning import OpsOptions
 from op_db.errors import InputError
 from op_db.records import Status, WorkItem, parse_rounding
 
@@ -238,7 +239,7 @@ def test_double_rounding_is_a_mismatch_classified(sim_ctx):
 
 @pytest.mark.parametrize("expect, status", [("toward-zero", Status.PASS), ("nearest-even", Status.MISMATCH)])
 def test_expected_rounding_is_asserted(expect, status):
-    ctx = init_worker(RunConfig(backend="sim", device="sim", options={"expect_rounding": expect}))
+    ctx = init_worker(RunConfig(backend="sim", device="sim", suite_options=OpsOptions(expect_rounding=expect)))
     result = run(ctx, "mul", "bfloat16", [{"op": "aten.mul.Tensor", "kind": "truncate"}])
     assert result.status is status
     if status is Status.MISMATCH:
@@ -271,7 +272,7 @@ def test_fp8_results_carry_statistics_and_a_2d_difference_is_described():
     ref = ulp.round_nearest_even(hi, torch.float8_e4m3fn).to(torch.float8_e4m3fn)
     dev = ulp.round_toward_zero(hi, torch.float8_e4m3fn).to(torch.float8_e4m3fn)
     result = compare(dev, ref, hi)
-    assert not result.ok and result.reason.startswith("FP8 bits differ at index (")
+    assert not result.ok and "values differ; first: element " in result.reason
     assert result.numerics.to_dict()["rounding"] == ulp.TOWARD_ZERO
     assert compare(ref.clone(), ref, hi).numerics.to_dict()["share_correct"] == 1.0
 
@@ -291,31 +292,6 @@ def test_invalid_rounding_faults_are_refused_in_one_sentence(sim_device, fault, 
     with pytest.raises(InputError) as info:
         sim_device.load_profile({"faults": [fault]})
     assert all(w in str(info.value) for w in words) and "\n" not in str(info.value)
-
-
-def test_a_bad_fault_value_exits_2_from_the_command_line(tmp_path):
-    import json
-    import subprocess
-    import sys
-
-    profile = tmp_path / "bad.json"
-    profile.write_text(json.dumps({"faults": [{"op": "aten.mul.Tensor", "kind": "stochastic", "value": "seed"}]}))
-    done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--sim-profile", str(profile),
-                           "--ops", "mul", "--db", str(tmp_path / "x.db")], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2
-    assert "non-negative integer seed" in done.stderr and "Traceback" not in done.stderr
-
-
-def test_unknown_expected_rounding_exits_2_listing_the_classes(tmp_path):
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--ops", "mul",
-                           "--expect-rounding", "sideways", "--db", str(tmp_path / "x.db")],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2
-    assert "nearest-even, toward-zero, stochastic, double-rounding" in done.stderr
-    assert "Traceback" not in done.stderr
 
 
 ULP_AT_1 = 2.0 ** -7  # bfloat16's spacing in [1, 2)
@@ -348,3 +324,9 @@ def test_rounding_faults_leave_in_place_inputs_and_float64_alone(use_profile):
     assert torch.equal(x.cpu(), torch.ones(4, dtype=torch.bfloat16))
     d = torch.full((2,), 1.0, dtype=torch.float64, device="sim") / 3
     assert torch.equal(d.cpu(), torch.full((2,), 1.0, dtype=torch.float64) / 3)
+
+
+def test_rounding_faults_are_refused_for_collectives(sim_device):
+    # A collective has no op to recompute one precision up: the kinds are ops' only.
+    with pytest.raises(InputError, match="unknown fault kind 'truncate'"):
+        sim_device.load_profile({"collective_faults": [{"op": "all_reduce", "kind": "truncate"}]})

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from op_db.errors import InputError
-from op_db.inventory import KINDS, coverage_summary, dispatcher_coverage, opinfo_aten_map, overload_name, store_coverage
-from op_db.sample import sample_results, write_sample_run
+from op_db.inventory import KINDS, coverage_summary, dispatcher_coverage, overload_name, store_coverage
+from op_db.sample import write_sample_run
 from op_db.store import Store
 
 
@@ -71,9 +71,3 @@ def test_store_coverage_records_the_table_with_the_run(tmp_path):
         stored = dict(store.coverage(run_id))
     assert count == len(stored) > 1000
     assert stored["aten.add.Tensor"] == "direct"
-
-
-def test_opinfo_aten_map_comes_from_measured_ops():
-    mapping = opinfo_aten_map(sample_results())
-    assert mapping["add"] == ["aten.add.Tensor"]
-    assert "llama" not in mapping

@@ -144,3 +144,51 @@ def test_unknown_device_is_one_sentence_and_exit_2(tmp_path):
     assert out.returncode == 2 and report is None
     assert out.stderr.startswith("neuron-check: error: unknown device 'nosuch'")
     assert "Traceback" not in out.stderr
+
+
+AUTOCAST_FORMS = {  # MARK in autocast_forms.py -> what the remap log says there
+    "keyword": "autocast('cuda') -> autocast('sim')",
+    "amp_positional": "autocast('cuda') -> autocast('sim')",
+    "cuda_amp": "torch.cuda.amp.autocast -> torch.amp.autocast('sim')",
+    "cuda_amp_off": "torch.cuda.amp.autocast -> torch.amp.autocast('sim')",
+    "partial": "autocast('cuda') -> autocast('sim')",
+    "nullcontext": "autocast('cuda') -> autocast('sim')",
+}
+
+
+def test_every_autocast_calling_form_is_remapped_and_keeps_its_dtype_and_enabled_flag(tmp_path):
+    out, report = port(tmp_path, "autocast_forms.py")
+    assert out.returncode == 0, out.stderr
+    runtime = report["runtime"]
+    assert runtime["outcome"] == "finished" and runtime["exception"] is None
+    assert runtime["output_tail"] == ["keyword torch.bfloat16", "amp torch.float16", "cuda_amp torch.bfloat16",
+                                      "cuda_amp_off torch.float32", "partial torch.bfloat16",
+                                      "nullcontext torch.bfloat16"]
+    remapped = {(r["site"], r["what"]) for r in report["remapped"]}
+    for mark, what in AUTOCAST_FORMS.items():
+        assert (f"autocast_forms.py:{mark_line('autocast_forms.py', mark)}", what) in remapped, mark
+    assert report["verdict"] == "ready-with-fixes"
+
+
+def test_pin_memory_without_pinned_memory_on_the_target_is_dropped_and_blamed_on_the_calling_lines(tmp_path):
+    out, report = port(tmp_path, "pin_memory.py", "--max-steps", "0")
+    assert out.returncode == 0, out.stderr
+    assert report["runtime"]["outcome"] == "finished", report["runtime"]
+    assert report["runtime"]["output_tail"] == ["pinned False"]
+    at = {r["what"]: r["site"] for r in report["remapped"]}
+    assert at["DataLoader(pin_memory=True) -> pin_memory=False (sim has no pinned memory)"] == \
+        f"pin_memory.py:{mark_line('pin_memory.py', 'loader')}"
+    assert at["empty(pin_memory=True) -> pin_memory=False (sim has no pinned memory)"] == \
+        f"pin_memory.py:{mark_line('pin_memory.py', 'factory')}"
+    assert at["Tensor.pin_memory() -> unpinned (sim has no pinned memory)"] == \
+        f"pin_memory.py:{mark_line('pin_memory.py', 'method')}"
+    fixes = {f["line"]: f for f in report["findings"] if f["rule"] == "NCRT1"}
+    assert "pin memory only where the device supports it" in fixes[mark_line("pin_memory.py", "loader")]["message"]
+    assert report["verdict"] == "ready-with-fixes"  # an API substitution, not a blocker
+
+
+def test_ops_of_a_thread_without_user_frames_are_blamed_on_the_line_that_started_it(tmp_path):
+    out, report = port(tmp_path, "thread_ops.py")
+    assert out.returncode == 0, out.stderr
+    sin = op_row(report, "aten.sin.default")
+    assert sin["sites"] == [f"thread_ops.py:{mark_line('thread_ops.py', 'start')}"]

@@ -1,4 +1,10 @@
-"""Coverage profiles for the `sim` device: parsing, validation and op matching.
+"""The sim profile schema: what a coverage/fault profile holds, its validation and op matching.
+
+The one definition of a profile: `conformance.sim` applies it, `op_db.profile` exports a
+measured run as one, and the porting check predicts from one. It lives in op_db, the
+ground floor every package may import, and needs nothing but the standard library (torch
+only to list dtype names).
+
 
 A profile says which aten overloads the simulated backend lacks (`unsupported_ops`), which
 run through a CPU fallback (`fallback_ops`), which dtypes it cannot hold
@@ -23,10 +29,18 @@ from op_db.errors import InputError
 FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise", "truncate", "stochastic", "double_round")
 # Kinds that recompute the op one precision up and round the result into the output dtype.
 ROUNDING_KINDS = frozenset({"truncate", "stochastic", "double_round"})
+# A collective has no op to recompute one precision up: rounding kinds apply to ops only.
+COLLECTIVE_FAULT_KINDS = tuple(k for k in FAULT_KINDS if k not in ROUNDING_KINDS)
 _VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,)}
 _OPTIONAL_VALUE_KINDS = {"stochastic": "a non-negative integer seed for the draws"}
-_TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults")
+_TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults")
 _FAULT_KEYS = ("op", "dtype", "kind", "value")
+_COLLECTIVE_FAULT_KEYS = ("op", "dtype", "kind", "value", "rank")
+# The c10d collectives a `collective_faults` entry may name (torch.distributed's function names).
+COLLECTIVES = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+    "broadcast", "all_to_all", "all_to_all_single", "send", "recv", "barrier", "reduce", "gather", "scatter",
+)
 # An op pattern: dotted aten-style name made of identifier characters and `*` globs.
 _OP_PATTERN = re.compile(r"^[A-Za-z0-9_*]+(\.[A-Za-z0-9_*]+)*$")
 
@@ -42,6 +56,22 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class CollectiveFault:
+    """A fault of the sim c10d backend: `kind` applied to the outputs of collective `op`
+    (on `rank` only, and for `dtype` only, when given)."""
+
+    op: str
+    kind: str
+    dtype: str | None = None
+    value: float | str | None = None
+    rank: int | None = None
+
+    def applies(self, collective: str, dtype: str | None, rank: int) -> bool:
+        return (fnmatch.fnmatchcase(collective, self.op) and (self.dtype is None or self.dtype == dtype)
+                and (self.rank is None or self.rank == rank))
+
+
+@dataclass(frozen=True)
 class SimProfile:
     """A validated sim profile. Build it with `load_profile`."""
 
@@ -50,6 +80,7 @@ class SimProfile:
     fallback_ops: tuple[str, ...] = ()
     unsupported_dtypes: tuple[str, ...] = ()
     faults: tuple[Fault, ...] = field(default_factory=tuple)
+    collective_faults: tuple[CollectiveFault, ...] = field(default_factory=tuple)
 
     def is_unsupported_op(self, op_name: str) -> bool:
         return _matches_any(self.unsupported_ops, op_name)
@@ -70,12 +101,14 @@ class SimProfile:
             if f.value is not None:
                 d["value"] = f.value
             faults.append(d)
+        collective = [{k: v for k, v in vars(f).items() if v is not None} for f in self.collective_faults]
         return {
             "name": self.name,
             "unsupported_ops": list(self.unsupported_ops),
             "fallback_ops": list(self.fallback_ops),
             "unsupported_dtypes": list(self.unsupported_dtypes),
             "faults": faults,
+            **({"collective_faults": collective} if collective else {}),
         }
 
 
@@ -132,17 +165,27 @@ def _parse(data: Any, where: str) -> SimProfile:
     if not isinstance(raw_faults, list):
         raise InputError(f"In {where}: 'faults' must be a list.")
     faults = tuple(_fault(i, entry, where) for i, entry in enumerate(raw_faults))
+    raw_collective = data.get("collective_faults", [])
+    if not isinstance(raw_collective, list):
+        raise InputError(f"In {where}: 'collective_faults' must be a list.")
+    collective = tuple(_collective_fault(i, entry, where) for i, entry in enumerate(raw_collective))
     return SimProfile(
         name=name,
         unsupported_ops=ops["unsupported_ops"],
         fallback_ops=ops["fallback_ops"],
         unsupported_dtypes=dtypes,
         faults=faults,
+        collective_faults=collective,
     )
 
 
+def is_op_pattern(text: Any) -> bool:
+    """An aten-style dotted op name, `*` globs allowed ('aten.mul.Tensor', 'aten.sort.*')."""
+    return isinstance(text, str) and bool(_OP_PATTERN.match(text))
+
+
 def _check_op(pattern: Any, what: str, where: str) -> str:
-    if not isinstance(pattern, str) or not _OP_PATTERN.match(pattern):
+    if not is_op_pattern(pattern):
         raise InputError(
             f"In {where}: {what} has a bad op name or glob {pattern!r} "
             "(expected an aten overload like 'aten.mul.Tensor', '*' allowed)."
@@ -171,17 +214,37 @@ def _dtype_list(value: Any, where: str) -> tuple[str, ...]:
     return tuple(_check_dtype(d, f"unsupported_dtypes entry {i}", where) for i, d in enumerate(value))
 
 
+def _collective_fault(index: int, entry: Any, where: str) -> CollectiveFault:
+    what = f"collective_faults entry {index}"
+    _object(entry, _COLLECTIVE_FAULT_KEYS, what, where)
+    kind, dtype, value = _kind_dtype_value(entry, what, where, COLLECTIVE_FAULT_KINDS)
+    op = entry["op"]
+    if not isinstance(op, str) or not any(fnmatch.fnmatchcase(name, op) for name in COLLECTIVES):
+        raise InputError(f"In {where}: {what} names an unknown collective {op!r} "
+                         f"(known: {', '.join(COLLECTIVES)}; '*' globs allowed).")
+    rank = entry.get("rank")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+        raise InputError(f"In {where}: {what} needs 'rank' to be a rank number (0, 1, ...).")
+    return CollectiveFault(op=op, kind=kind, dtype=dtype, value=value, rank=rank)
+
+
 def _fault(index: int, entry: Any, where: str) -> Fault:
     what = f"faults entry {index}"
     _object(entry, _FAULT_KEYS, what, where)
+    op = _check_op(entry.get("op"), what, where) if "op" in entry else None
+    kind, dtype, value = _kind_dtype_value(entry, what, where)
+    return Fault(op=op, kind=kind, dtype=dtype, value=value)
+
+
+def _kind_dtype_value(entry: Mapping, what: str, where: str,
+                      kinds: tuple[str, ...] = FAULT_KINDS) -> tuple[str, str | None, Any]:
     if "op" not in entry or "kind" not in entry:
         raise InputError(f"In {where}: {what} needs both 'op' and 'kind'.")
-    op = _check_op(entry["op"], what, where)
     kind = entry["kind"]
-    if kind not in FAULT_KINDS:
+    if kind not in kinds:
         raise InputError(
             f"In {where}: {what} has unknown fault kind {kind!r} "
-            f"(allowed: {', '.join(FAULT_KINDS)})."
+            f"(allowed: {', '.join(kinds)})."
         )
     dtype = entry.get("dtype")
     if dtype is not None:
@@ -201,4 +264,4 @@ def _fault(index: int, entry: Any, where: str) -> Fault:
             raise InputError(f"In {where}: {what} (kind {kind!r}) takes as 'value' only {_OPTIONAL_VALUE_KINDS[kind]}, not {value!r}.")
     elif value is not None:
         raise InputError(f"In {where}: {what} (kind {kind!r}) takes no 'value'.")
-    return Fault(op=op, kind=kind, dtype=dtype, value=value)
+    return kind, dtype, value

@@ -1,0 +1,107 @@
+"""One rank process of a world: join the world, then run each batch of items in lock-step.
+
+Messages to the parent (one pipe per rank): ("ready",), ("init-error", text), ("start", index)
+and ("result", index, Result) for each item. From the parent: ("batch", [(index, item), ...])
+and ("stop",). Every rank of a world gets the same batches, so all issue the same collectives
+in the same order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+import traceback
+import warnings
+from typing import Any
+
+from conformance.config import RunConfig
+from conformance.lifeline import die_with_parent
+from conformance.dist.process_group import RankPlace, join_world
+from op_db.records import Result, Status, WorkItem, shorten
+
+
+
+@dataclasses.dataclass
+class RankContext:
+    """What a rank holds for its world's lifetime."""
+
+    rank: int
+    world_size: int
+    device: str
+    adapter: Any
+    config: RunConfig
+    cpu_group: Any  # the gloo group the references run on
+    state: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+
+def lead_process_group() -> None:
+    """Lead a process group of our own, which the runner kills whole (helpers included)."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+
+
+def check_module(subject: str) -> Any:
+    """The module whose `run_item(item, rctx)` checks this subject."""
+    from conformance.dist import collectives, parity, streams
+
+    head = subject.split(".", 1)[0]
+    return {"parity": parity, "streams": streams}.get(head, collectives)
+
+
+def run_check(item: WorkItem, rctx: RankContext) -> Result:
+    """One item on this rank; a bug in a check is an ERROR naming it, never a dead rank."""
+    started = time.perf_counter()
+    try:
+        result = check_module(item.subject).run_item(item, rctx)
+    except Exception as exc:  # noqa: BLE001 - reported per item
+        tail = traceback.format_exc(limit=3)
+        result = Result.for_item(item, Status.ERROR, message=shorten(
+            f"internal error in the dist suite: {type(exc).__name__}: {exc}\n{tail}"))
+    if not result.duration_s:
+        result.duration_s = time.perf_counter() - started
+    return result
+
+
+def rank_main(conn: Any, place: RankPlace, store_path: str, config: RunConfig, ranks_on_host: int) -> None:
+    die_with_parent()
+    lead_process_group()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what stops
+    warnings.simplefilter("ignore")
+    try:
+        import torch
+
+        from conformance.engine.worker import init_worker
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ranks_on_host)))
+        adapter = init_worker(config.with_(device=place.device)).adapter
+        # Collectives must not time out before the parent's per-item limit does.
+        cpu_group = join_world(adapter, store_path, place, timeout_s=2 * config.timeout_s + 60)
+        rctx = RankContext(place.rank, place.world_size, place.device, adapter, config, cpu_group)
+    except BaseException as exc:  # noqa: BLE001 - the parent stops the run with this text
+        conn.send(("init-error", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            break
+        for index, item in message[1]:
+            try:
+                conn.send(("start", index))
+                conn.send(("result", index, run_check(item, rctx)))
+            except (BrokenPipeError, OSError):
+                return
+    import torch.distributed as dist
+
+    dist.destroy_process_group()

@@ -1,0 +1,48 @@
+"""Random token ids for a tiny model: below its vocabulary size, never one of its special tokens
+(they may trigger model-specific paths such as image-token substitution), from a private
+generator so the global RNG is left alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DECODER_LEN = 6
+
+
+def _generator(seed: int):
+    import torch
+
+    return torch.Generator().manual_seed(seed)
+
+
+def _all_token_ids(config: Any) -> set[int]:
+    found: set[int] = set()
+    configs = [config] + [getattr(config, k, None) for k in getattr(config, "sub_configs", {}) or {}]
+    for cfg in configs:
+        if cfg is None:
+            continue
+        for key, value in cfg.to_dict().items():
+            if key.endswith(("_token_id", "_token_index", "_token_ids")):
+                for v in value if isinstance(value, list) else [value]:
+                    if isinstance(v, int) and not isinstance(v, bool):
+                        found.add(v)
+    return found
+
+
+def text_config(config: Any) -> Any:
+    return getattr(config, "text_config", None) or getattr(config, "decoder", None) or config
+
+
+def vocab_size(config: Any) -> int:
+    size = getattr(text_config(config), "vocab_size", None) or getattr(config, "vocab_size", None)
+    return int(size or 32)
+
+
+def token_ids(config: Any, shape: tuple[int, ...], seed: int):
+    """Random ids below the vocabulary size that are not special tokens."""
+    import torch
+
+    vocab = vocab_size(config)
+    allowed = torch.tensor([i for i in range(vocab) if i not in _all_token_ids(config)] or [vocab - 1])
+    picks = torch.randint(0, len(allowed), shape, generator=_generator(seed))
+    return allowed[picks]

@@ -1,0 +1,325 @@
+"""The steps of one OpInfo item, each a function tests call on its own:
+
+    setup_item      once per item: the op's tolerances, claims, output kind, the device callable
+    make_samples    samples on the CPU, seeded
+    run_reference   the op (and its gradients) on the CPU
+    run_on_device   the op on the device, recorded; outputs brought back to the CPU
+    compare_sample  the numerics rule with the float64 oracle (ulp statistics need it on every
+                    deterministic sample with a floating output), and the metadata /
+                    value-range checks for undefined and random outputs
+    item_numerics   the ulp statistics of all samples together, judged once more (rule 5)
+
+`run_sample` chains them for one sample. Per-item state that the steps add to (op time,
+ops seen, fallbacks) lives in an `ItemTally`; nothing is recomputed per sample that is
+fixed per item.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import time
+from collections import Counter
+from typing import Any
+
+import torch
+
+from conformance import ulp
+from conformance.numerics import Comparison, compare
+from conformance.opinfo import checks as chk
+from conformance.opinfo import samples as smp
+from conformance.oprecord import record_ops
+from conformance.outcome import ReferenceFailed, describe_exception
+from op_db.records import shorten
+
+COTANGENT_SEED_OFFSET = 1
+RANDOMNESS_PROBE_SEED_OFFSET = 7919
+
+
+@dataclasses.dataclass
+class ItemSetup:
+    """What is fixed for every sample of one item."""
+
+    op: Any  # the OpInfo
+    dtype: torch.dtype
+    device: str
+    device_type: str
+    adapter: Any  # conformance.backends.BackendAdapter
+    backward: bool
+    compiled: bool
+    compile_backend: str | None  # compile mode: the torch.compile backend
+    seed: int
+    reference_inputs: bool
+    max_samples: int | None
+    rtol: float | None
+    atol: float | None
+    meta_only: bool
+    oracle_dtype: torch.dtype | None  # None: the item's outputs get no float64 oracle
+    device_fn: Any  # the op, or its torch.compile'd wrapper
+    expect_rounding: str | None = None  # OpsOptions.expect_rounding: judged over the whole item
+
+
+@dataclasses.dataclass
+class ItemTally:
+    """What the samples of one item add up to."""
+
+    kind: str  # "deterministic", "random" (may be found out on the way) or "undefined"
+    aten_ops: Counter = dataclasses.field(default_factory=Counter)
+    fallbacks: Counter = dataclasses.field(default_factory=Counter)
+    op_time: float = 0.0
+    total: Comparison | None = None
+    checks: set[str] = dataclasses.field(default_factory=set)
+    probed: bool = False  # the CPU-randomness probe runs at most once per item
+    identical_leaves: list = dataclasses.field(default_factory=list)  # bit-identical outputs with their oracle
+
+
+@dataclasses.dataclass
+class Reference:
+    output: Any
+    cotangents: list[torch.Tensor] | None  # backward: the fixed random cotangent per output
+
+
+@dataclasses.dataclass
+class DeviceRun:
+    output: Any = None  # on the CPU (meta: as the device left it)
+    placement: str | None = None  # why an output is not on the device, if one is not
+    error: BaseException | None = None
+    ops: dict[str, int] = dataclasses.field(default_factory=dict)  # this sample's aten ops
+    failing_op: str | None = None
+    comparison: Comparison | None = None  # set once the output is judged
+
+
+NO_GRAD = "no-grad"  # a backward sample with nothing differentiable: not counted
+
+
+def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, ctx: Any, options: Any) -> tuple[ItemSetup, ItemTally]:
+    """Everything per item, once: tolerances, the device callable, the oracle's dtype."""
+    device_type = ctx.device_type
+    kind = chk.output_kind(op.full_name)
+    meta_only = device_type == "meta"
+    rtol, atol = chk.tolerance_overrides(op, dtype, device_type, backward)
+    setup = ItemSetup(
+        op=op, dtype=dtype, device=ctx.device, device_type=device_type, adapter=ctx.adapter, backward=backward,
+        compiled=compiled, compile_backend=ctx.compile_backend if compiled else None, seed=ctx.config.seed, reference_inputs=options.reference_inputs,
+        max_samples=options.max_samples, rtol=rtol, atol=atol, meta_only=meta_only,
+        oracle_dtype=None if meta_only or kind == "undefined" else smp.oracle_dtype(dtype),
+        device_fn=_compiled(op, ctx.compile_backend) if compiled else op,
+        expect_rounding=options.expect_rounding,
+    )
+    return setup, ItemTally(kind=kind)
+
+
+def _compiled(op: Any, backend: str) -> Any:
+    import torch._dynamo as dynamo
+
+    dynamo.reset()  # each item compiles afresh: no cache growth across a long run
+    # One compiled function per item sees every sample's shapes; do not fall back to eager.
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(dynamo.config, name):
+            setattr(dynamo.config, name, 64)
+
+    def call(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    return torch.compile(call, backend=backend, dynamic=False)
+
+
+def make_samples(setup: ItemSetup, device: str = "cpu", limit: int | None = None) -> list[Any]:
+    """The item's samples, seeded (not torch.manual_seed: it queues lazy seeding of every
+    backend, milliseconds a call)."""
+    torch.default_generator.manual_seed(setup.seed)
+    maker = setup.op.reference_inputs if setup.reference_inputs else setup.op.sample_inputs
+    samples = maker(device, setup.dtype, requires_grad=setup.backward, set_seed=False)
+    limit = limit or setup.max_samples
+    return list(itertools.islice(samples, limit) if limit else samples)
+
+
+def call(setup: ItemSetup, tally: ItemTally, fn: Any, sample: Any) -> Any:
+    """`fn` on the sample, timed into the item's op time."""
+    started = time.perf_counter()
+    try:
+        return sample.output_process_fn_grad(fn(sample.input, *sample.args, **sample.kwargs))
+    finally:
+        tally.op_time += time.perf_counter() - started
+
+
+def grads(tally: ItemTally, out: Any, sample: Any, cotangents: list[torch.Tensor]) -> tuple:
+    """Gradients of the sample's differentiable inputs for the fixed cotangents, timed."""
+    outs = smp.differentiable_outputs(out)
+    if len(outs) != len(cotangents):
+        raise RuntimeError(f"{len(outs)} differentiable outputs where the CPU had {len(cotangents)}")
+    grads_out = [c.to(device=o.device, dtype=o.dtype) for c, o in zip(cotangents, outs)]
+    started = time.perf_counter()
+    try:
+        return torch.autograd.grad(outs, smp.grad_inputs(sample), grads_out, allow_unused=True)
+    finally:
+        tally.op_time += time.perf_counter() - started
+
+
+def run_reference(setup: ItemSetup, tally: ItemTally, sample: Any) -> Reference | str:
+    """The CPU result of the sample (its input gradients for backward), or NO_GRAD."""
+    ref = call(setup, tally, setup.op, sample)
+    if not setup.backward:
+        return Reference(ref, None)
+    outs = smp.differentiable_outputs(ref)
+    if not outs or not smp.grad_inputs(sample):
+        return NO_GRAD
+    gen = torch.Generator().manual_seed(setup.seed + COTANGENT_SEED_OFFSET)
+    cotangents = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+    return Reference(grads(tally, ref, sample, cotangents), cotangents)
+
+
+def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangents: list[torch.Tensor] | None) -> DeviceRun:
+    """The op (and gradients) on the device, its aten ops recorded; never raises."""
+    run = DeviceRun()
+    # Under torch.compile nothing is recorded: Dynamo declines to compile while a dispatch
+    # mode is active, which would test eager instead.
+    recording = contextlib.nullcontext(None) if setup.compiled else record_ops(setup.device_type)
+    with recording as recorder, setup.adapter.track_fallbacks() as tracker:
+        try:
+            out = call(setup, tally, setup.device_fn, dev_sample)
+            if setup.backward:
+                out = grads(tally, out, dev_sample, cotangents)
+            setup.adapter.synchronize()
+        except Exception as exc:
+            run.error = exc
+        finally:
+            if recorder is not None:
+                run.ops, run.failing_op = dict(recorder.ops), recorder.failing_op
+                tally.aten_ops.update(recorder.ops)
+    tally.fallbacks.update(tracker.ops)
+    if run.error is None:
+        run.placement = chk.wrong_device(out, setup.device_type)
+        run.output = out if setup.meta_only else smp.to_cpu(out)
+    return run
+
+
+def retry_with_cpu_arguments(setup: ItemSetup, error: BaseException, index: int, sample: Any,
+                             versions: list[int]) -> Any | None:
+    """Some sample functions keep an argument on the CPU on purpose (tensor_split's indices);
+    moving it made the device refuse. The device copy with those left on the CPU, or None."""
+    if not smp.WANTS_CPU_ARGUMENT.search(str(error)) or smp.tensor_versions(sample) != versions:
+        return None
+    try:
+        with torch.random.fork_rng(devices=[]):
+            meta = make_samples(setup, "meta", limit=index + 1)[index]
+        stay = smp.cpu_positions(meta)
+    except Exception:
+        return None
+    return smp.to_device(sample, setup.device, stay) if stay else None
+
+
+def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, versions: list[int],
+                  cotangents: list[torch.Tensor] | None) -> Any:
+    """The float64 result of the untouched sample; None when the op wrote its input in place
+    (version counters moved) or float64 fails: the rule then uses the plain check alone."""
+    if smp.tensor_versions(sample) != versions:
+        return None
+    hi_sample = smp.to_oracle(sample, setup.dtype, setup.oracle_dtype)
+    try:
+        with torch.random.fork_rng(devices=[]):  # keep the CPU stream in step with the device's
+            torch.default_generator.manual_seed(setup.seed)
+            hi = call(setup, tally, setup.op, hi_sample)
+            return grads(tally, hi, hi_sample, cotangents) if setup.backward else hi
+    except Exception:
+        return None
+
+
+def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref: Any, placement: str | None,
+                   oracle: Any = None) -> Comparison:
+    """Judge one sample. `oracle()` gives the float64 output: up front where the ulp statistics
+    can measure the output (a floating tensor of a deterministic op), else only when the plain
+    check fails. Outputs equal to the CPU's bit for bit are measured once, in `item_numerics`."""
+    if setup.meta_only or tally.kind == "undefined":
+        result = chk.check_metadata(dev, ref)
+        if result.ok and placement and not setup.meta_only:
+            result = Comparison(False, "structure", placement)
+    else:
+        dev, ref = smp.plain_sizes(dev), smp.plain_sizes(ref)
+        measured = oracle is not None and tally.kind == "deterministic" and ulp.measurable(ref)
+        hi = oracle() if measured else None
+        if chk.identical(dev, ref):
+            result = Comparison(True, "exact", "", 0.0, 0.0)  # the common case on a good backend, cheaply
+            if hi is not None:
+                tally.identical_leaves += ulp.oracle_leaves(ref, hi)
+        else:
+            # With an expected rounding the lean is judged over the item only (`item_numerics`).
+            result = compare(dev, ref, hi, rtol=setup.rtol, atol=setup.atol, bias_rule=setup.expect_rounding is None)
+        if not result.ok and not measured and oracle is not None and result.rule != "structure":
+            result = compare(dev, ref, oracle(), rtol=setup.rtol, atol=setup.atol)
+        if not result.ok and (tally.kind == "random" or cpu_is_random(setup, tally, index, ref)):
+            tally.checks.add("random-range")
+            result = chk.check_random_range(dev, ref)
+            if result.ok and placement:
+                result = Comparison(False, "structure", placement)
+    tally.total = result if tally.total is None else tally.total.merge(result)
+    return result
+
+
+def item_numerics(setup: ItemSetup, tally: ItemTally) -> Comparison | None:
+    """`tally.total` with the statistics of the bit-identical samples folded in, and judged over
+    all samples together (rule 5): a lean too small to see in one sample shows in all. A
+    passing total whose statistics lean (or round otherwise than `expect_rounding`) comes back
+    failing, rule "bias"; conformance/outcome.py makes that a MISMATCH."""
+    total = tally.total
+    if total is None:
+        return None
+    if tally.identical_leaves:
+        total.numerics = ulp.merge_numerics(total.numerics, ulp.numerics_of_leaves(tally.identical_leaves))
+        tally.identical_leaves = []
+    if total.ok and total.numerics is not None:
+        reason = total.numerics.verdict(setup.expect_rounding)
+        if reason:
+            total = dataclasses.replace(total, ok=False, rule="bias", reason=reason)
+    return total
+
+
+def cpu_is_random(setup: ItemSetup, tally: ItemTally, index: int, ref: Any) -> bool:
+    """Does the CPU itself give other values under another seed? (ops not known to be random)"""
+    if tally.kind != "deterministic" or setup.backward or tally.probed:
+        return False
+    tally.probed = True  # once per item: it regenerates the samples
+    try:
+        with torch.random.fork_rng(devices=[]):
+            sample = make_samples(setup)[index]
+            torch.default_generator.manual_seed(setup.seed + RANDOMNESS_PROBE_SEED_OFFSET)
+            again = call(setup, tally, setup.op, sample)
+    except Exception:
+        return False
+    if compare(again, ref).ok:
+        return False
+    tally.kind = "random"
+    return True
+
+
+def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> DeviceRun | ReferenceFailed | str:
+    """One sample through every step: NO_GRAD, ReferenceFailed, or the DeviceRun (with its
+    `error`, or its `comparison`)."""
+    # The device copy first: the CPU reference may update the sample in place.
+    try:
+        dev_sample, move_error = smp.to_device(sample, setup.device), None
+    except Exception as exc:  # the device cannot even hold the inputs (a layout, a dtype)
+        dev_sample, move_error = None, exc
+    versions = smp.tensor_versions(sample)
+    try:
+        reference = run_reference(setup, tally, sample)
+    except Exception as exc:
+        return ReferenceFailed(shorten(f"CPU reference failed: {describe_exception(exc)}"))
+    if reference == NO_GRAD:
+        return NO_GRAD
+    if move_error is not None:
+        return DeviceRun(error=move_error)
+    run = run_on_device(setup, tally, dev_sample, reference.cotangents)
+    if run.error is not None:
+        retry = retry_with_cpu_arguments(setup, run.error, index, sample, versions)
+        if retry is None:
+            return run
+        run = run_on_device(setup, tally, retry, reference.cotangents)
+        if run.error is not None:
+            return run
+    oracle = None
+    if setup.oracle_dtype is not None:
+        oracle = lambda: oracle_output(setup, tally, sample, versions, reference.cotangents)  # noqa: E731
+    run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle)
+    return run
