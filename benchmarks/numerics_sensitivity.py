@@ -120,6 +120,7 @@ def main() -> int:
 
     from conformance.config import RunConfig
     from conformance.engine.worker import init_worker
+    from conformance.planning import OpsOptions
     from op_db.records import Status
 
     started = time.perf_counter()
@@ -152,7 +153,7 @@ def main() -> int:
     print(f"fault-free sim, {len(plain) * len(ops + TRUNCATION_OPS)} items: {len(sim_alarms)} MISMATCH {sim_alarms}")
     if not args.no_compile:
         # Every sample shape compiles afresh: a few samples per item keep this to minutes.
-        cctx = init_worker(RunConfig(backend="cpu", device="cpu", mode="compile", max_samples=COMPILE_SAMPLES))
+        cctx = init_worker(RunConfig(backend="cpu", device="cpu", suite_options=OpsOptions(max_samples=COMPILE_SAMPLES)))
         alarms, other = [], []
         for d in plain:
             for op in ops:
