@@ -182,8 +182,8 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
         failing = FAILING | ({Status.FALLBACK} if strict_fallback else set())
         write_junit(results, junit_path, suite_name=f"neuron-check {command_name} run {run_id}", failing=frozenset(failing))
     if summary.interrupted:
-        click.echo(f"neuron-check: run {run_id} interrupted; finish it with: {resume_command(store, command_name, run_id)}",
-                   err=True)
+        echo(f"neuron-check: run {run_id} interrupted; finish it with: {resume_command(store, command_name, run_id)}",
+             err=True)
         return 128 + summary.signal
     if failing_statuses and any(r.status in failing_statuses for r in results):
         return 1

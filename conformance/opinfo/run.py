@@ -12,6 +12,8 @@ through the outcome rule (conformance/outcome.py).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -62,12 +64,16 @@ def _skip_test_case_lookup() -> None:
             module.extract_test_fn = _no_test_case
 
 
-def run_item(item: WorkItem, ctx: WorkerContext) -> Result:
-    op = ctx.state[SUITE].get(item.subject)
+def run_item(item: WorkItem, ctx: WorkerContext, subject: str | None = None,
+             device_fn: Callable[[steps.ItemSetup], Any] | None = None) -> Result:
+    """`subject`: the OpInfo full name when it is not the item's own; `device_fn(setup)`: what
+    runs each sample on the device instead of the op itself (the dist suite's DTensor run)."""
+    subject = subject or item.subject
+    op = ctx.state[SUITE].get(subject)
     if op is None:
-        return result_for(item, NotApplicable(f"{item.subject} is not an OpInfo op in this torch build."))
+        return result_for(item, NotApplicable(f"{subject} is not an OpInfo op in this torch build."))
     if chk.cuda_only(op):
-        return result_for(item, NotApplicable(f"OpInfo marks {item.subject} CUDA-only (onlyCUDA): "
+        return result_for(item, NotApplicable(f"OpInfo marks {subject} CUDA-only (onlyCUDA): "
                                               "there is no CPU reference to compare with."))
     dtype = getattr(torch, item.dtype)
     claimed = chk.claimed(op, dtype, ctx.device_type)
@@ -75,6 +81,8 @@ def run_item(item: WorkItem, ctx: WorkerContext) -> Result:
         return result_for(item, Missing(f"the {ctx.device} backend does not support {item.dtype}."), claimed=claimed)
     setup, tally = steps.setup_item(op, dtype, backward=item.variant == "backward", compiled=item.mode == "compile",
                                     ctx=ctx, options=ctx.config.options_of(OpsOptions))
+    if device_fn is not None:
+        setup = dataclasses.replace(setup, device_fn=device_fn(setup))
     try:
         samples = steps.make_samples(setup)
     except Exception as exc:  # sample generation is pure CPU work: the reference failed
