@@ -11,7 +11,7 @@ import zlib
 
 from conformance.suite import cli_option
 from op_db.errors import InputError
-from op_db.records import WorkItem
+from op_db.records import WorkItem, parse_rounding
 
 DTYPE_ALIASES = {
     "fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
@@ -101,9 +101,16 @@ class OpsOptions:
     max_samples: int | None = cli_option(None, "--max-samples", "At most N samples per item.", kind="count")
     reference_inputs: bool = cli_option(False, "--reference-inputs", "Use OpInfo's larger reference_inputs instead of "
                                         "sample_inputs.", kind="flag")
+    # None: any rounding but toward-zero and double-rounding passes (conformance/ulp.py).
+    expect_rounding: str | None = cli_option(None, "--expect-rounding", "The rounding the device must show where "
+                                             "the CPU rounds to nearest even: nearest-even, toward-zero, stochastic "
+                                             "or double-rounding. Default: anything but toward-zero and "
+                                             "double-rounding.")
 
     def __post_init__(self) -> None:
         # Canonical dtype names (fp32 -> float32), so the stored options and every plan agree.
         object.__setattr__(self, "dtypes", tuple(parse_dtypes(list(self.dtypes))))
         object.__setattr__(self, "modes", parse_modes(self.modes))
         parse_shard(self.shard)
+        if self.expect_rounding is not None:
+            object.__setattr__(self, "expect_rounding", parse_rounding(self.expect_rounding))

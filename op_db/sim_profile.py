@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,8 +28,13 @@ from typing import Any, Mapping
 
 from op_db.errors import InputError
 
-FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise")
+FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise", "truncate", "stochastic", "double_round")
+# Kinds that recompute the op one precision up and round the result into the output dtype.
+ROUNDING_KINDS = frozenset({"truncate", "stochastic", "double_round"})
+# A collective has no op to recompute one precision up: rounding kinds apply to ops only.
+COLLECTIVE_FAULT_KINDS = tuple(k for k in FAULT_KINDS if k not in ROUNDING_KINDS)
 _VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,)}
+_OPTIONAL_VALUE_KINDS = {"stochastic": "a non-negative integer seed for the draws"}
 _TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults",
              "compile_faults", "compile_unsupported_ops")
 _FAULT_KEYS = ("op", "dtype", "kind", "value")
@@ -258,7 +264,7 @@ def _dtype_list(value: Any, where: str) -> tuple[str, ...]:
 def _collective_fault(index: int, entry: Any, where: str) -> CollectiveFault:
     what = f"collective_faults entry {index}"
     _object(entry, _COLLECTIVE_FAULT_KEYS, what, where)
-    kind, dtype, value = _kind_dtype_value(entry, what, where)
+    kind, dtype, value = _kind_dtype_value(entry, what, where, COLLECTIVE_FAULT_KINDS)
     op = entry["op"]
     if not isinstance(op, str) or not any(fnmatch.fnmatchcase(name, op) for name in COLLECTIVES):
         raise InputError(f"In {where}: {what} names an unknown collective {op!r} "
@@ -277,14 +283,15 @@ def _fault(index: int, entry: Any, where: str, key: str = "faults") -> Fault:
     return Fault(op=op, kind=kind, dtype=dtype, value=value)
 
 
-def _kind_dtype_value(entry: Mapping, what: str, where: str) -> tuple[str, str | None, Any]:
+def _kind_dtype_value(entry: Mapping, what: str, where: str,
+                      kinds: tuple[str, ...] = FAULT_KINDS) -> tuple[str, str | None, Any]:
     if "op" not in entry or "kind" not in entry:
         raise InputError(f"In {where}: {what} needs both 'op' and 'kind'.")
     kind = entry["kind"]
-    if kind not in FAULT_KINDS:
+    if kind not in kinds:
         raise InputError(
             f"In {where}: {what} has unknown fault kind {kind!r} "
-            f"(allowed: {', '.join(FAULT_KINDS)})."
+            f"(allowed: {', '.join(kinds)})."
         )
     dtype = entry.get("dtype")
     if dtype is not None:
@@ -295,6 +302,13 @@ def _kind_dtype_value(entry: Mapping, what: str, where: str) -> tuple[str, str |
         if value is None or isinstance(value, bool) or not isinstance(value, ok):
             need = "a number" if kind != "raise" else "a message string"
             raise InputError(f"In {where}: {what} (kind {kind!r}) needs 'value' to be {need}.")
+        if kind in ("scale", "offset") and not math.isfinite(value):
+            raise InputError(f"In {where}: {what} (kind {kind!r}) needs a finite 'value', not {value!r}.")
+        if kind == "scale" and value == 0:
+            raise InputError(f"In {where}: {what} (kind 'scale') needs a non-zero 'value' (use kind 'offset' or 'nan' to wipe values).")
+    elif kind in _OPTIONAL_VALUE_KINDS:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InputError(f"In {where}: {what} (kind {kind!r}) takes as 'value' only {_OPTIONAL_VALUE_KINDS[kind]}, not {value!r}.")
     elif value is not None:
         raise InputError(f"In {where}: {what} (kind {kind!r}) takes no 'value'.")
     return kind, dtype, value

@@ -50,6 +50,7 @@ class Report:
     models: Matrix | None
     fp8: Matrix | None
     coverage: dict[str, int]
+    rounding: Matrix | None = None  # op x dtype: the rounding class measured (Result.numerics)
     graph_breaks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
@@ -78,6 +79,7 @@ class Report:
                 "models": dataclasses.asdict(self.models) if self.models else None,
                 "fp8": dataclasses.asdict(self.fp8) if self.fp8 else None,
                 "coverage": self.coverage,
+                "rounding": dataclasses.asdict(self.rounding) if self.rounding else None,
                 "graph_breaks": self.graph_breaks,
             },
         }
@@ -111,6 +113,7 @@ def build_report(
         models=matrix(results, suite=MODEL_SUITE) if MODEL_SUITE in suites else None,
         fp8=matrix(results, suite=FP8_SUITE) if FP8_SUITE in suites else None,
         coverage=dict(Counter(kind for _, kind in coverage)),
+        rounding=rounding(results),
         graph_breaks=graph_breaks(results),
     )
 
@@ -180,6 +183,20 @@ def matrix(results: list[Result], suite: str | None = None) -> Matrix:
             for k, cells in sorted(rows.items())
         ],
     )
+
+
+def rounding(results: list[Result]) -> Matrix | None:
+    """The rounding class of every result that measured one (None: no result did)."""
+    measured = [r for r in results if r.numerics.get("rounding")]
+    if not measured:
+        return None
+    dtypes = sorted({r.dtype for r in measured})
+    rows: dict[tuple[str, str, str, str], dict[str, str]] = {}
+    for r in measured:
+        rows.setdefault((r.suite, r.subject, r.variant, r.mode), {})[r.dtype] = r.numerics["rounding"]
+    return Matrix(dtypes=dtypes, rows=[
+        {"suite": k[0], "subject": k[1], "variant": k[2], "mode": k[3], "cells": cells} for k, cells in sorted(rows.items())
+    ])
 
 
 def blockers(results: list[Result]) -> list[dict[str, Any]]:

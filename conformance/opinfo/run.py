@@ -119,6 +119,7 @@ def _fold(item: WorkItem, setup: steps.ItemSetup, tally: steps.ItemTally, sample
         elif first_failure is None:
             first_failure = smp.describe_sample(index, sample)
             message, failing_op = outcome.comparison.reason, chk.guess_failing_op(outcome.ops)
+    judged = steps.item_numerics(setup, tally)  # folds every sample's ulp statistics into tally.total
     observed: Any
     phase = None
     if error is not None and setup.compiled:
@@ -132,7 +133,7 @@ def _fold(item: WorkItem, setup: steps.ItemSetup, tally: steps.ItemTally, sample
     elif ref_errors == ran:
         observed = ref_failure
     else:
-        observed = tally.total
+        observed = judged
     total = tally.total or Comparison(True, "exact")
     fields: dict[str, Any] = dict(
         samples=ran, samples_passed=passed, first_failure=shorten(first_failure, 400), failing_op=failing_op,
@@ -140,6 +141,7 @@ def _fold(item: WorkItem, setup: steps.ItemSetup, tally: steps.ItemTally, sample
         extra=_extra(setup, tally, ref_errors), claimed=claimed,
         max_abs_err=total.max_abs_err if tally.total else None, max_rel_err=total.max_rel_err if tally.total else None,
         err_ratio=total.err_ratio if tally.total else None,
+        numerics=total.numerics.to_dict() if total.numerics is not None else {},
     )
     if setup.compiled:
         from conformance.opinfo.compiled import compile_fields, mismatch_note

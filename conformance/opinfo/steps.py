@@ -4,8 +4,10 @@
     make_samples    samples on the CPU, seeded
     run_reference   the op (and its gradients) on the CPU
     run_on_device   the op on the device, recorded; outputs brought back to the CPU
-    compare_sample  the numerics rule, the float64 oracle only when the plain check fails,
-                    and the metadata / value-range checks for undefined and random outputs
+    compare_sample  the numerics rule with the float64 oracle (ulp statistics need it on every
+                    deterministic sample with a floating output), and the metadata /
+                    value-range checks for undefined and random outputs
+    item_numerics   the ulp statistics of all samples together, judged once more (rule 5)
 
 Compile mode (conformance/opinfo/compiled.py) compiles the op once per item under a
 CompileWatch and checks each compiled output against eager on the same device as well.
@@ -26,6 +28,7 @@ from typing import Any
 
 import torch
 
+from conformance import ulp
 from conformance.numerics import Comparison, compare
 from conformance.opinfo import checks as chk
 from conformance.opinfo import samples as smp
@@ -58,6 +61,7 @@ class ItemSetup:
     oracle_dtype: torch.dtype | None  # None: the item's outputs get no float64 oracle
     device_fn: Any  # the op, or its torch.compile'd wrapper
     watch: Any = None  # compile mode: the item's conformance.compiling.watch.CompileWatch
+    expect_rounding: str | None = None  # OpsOptions.expect_rounding: judged over the whole item
 
 
 @dataclasses.dataclass
@@ -74,6 +78,8 @@ class ItemTally:
     vs_eager: Comparison | None = None  # compile mode: compiled outputs against eager on the device
     eager_failed: int = 0  # compile mode: samples whose eager run on the device raised
     eager_agrees_with_cpu: bool | None = None  # compile mode, the first mismatching sample: eager's verdict
+    identical_leaves: list = dataclasses.field(default_factory=list)  # bit-identical outputs with their oracle
+    identical_elements: int = 0  # elements measured in bit-identical outputs so far
 
 
 @dataclasses.dataclass
@@ -92,6 +98,9 @@ class DeviceRun:
     comparison: Comparison | None = None  # set once the output is judged
 
 
+# Bit-identical samples measure the CPU's rounding on both sides, so they cannot make the bias
+# rule fire; past this many of their elements per item the oracle is not worth its cost.
+IDENTICAL_ELEMENTS_MEASURED = 256
 NO_GRAD = "no-grad"  # a backward sample with nothing differentiable: not counted
 
 
@@ -108,6 +117,7 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
         max_samples=options.max_samples, rtol=rtol, atol=atol, meta_only=meta_only,
         oracle_dtype=None if meta_only or kind == "undefined" else smp.oracle_dtype(dtype),
         device_fn=device_fn, watch=watch,
+        expect_rounding=options.expect_rounding,
     )
     return setup, ItemTally(kind=kind)
 
@@ -259,16 +269,28 @@ def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, versions: lis
 
 def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref: Any, placement: str | None,
                    oracle: Any = None) -> Comparison:
-    """Judge one sample. `oracle()` gives the float64 output when the plain check fails."""
+    """Judge one sample. `oracle()` gives the float64 output: up front where the ulp statistics
+    can measure the output (a floating tensor of a deterministic op), else only when the plain
+    check fails. Outputs equal to the CPU's bit for bit are measured once, in `item_numerics`."""
     if setup.meta_only or tally.kind == "undefined":
         result = chk.check_metadata(dev, ref)
         if result.ok and placement and not setup.meta_only:
             result = Comparison(False, "structure", placement)
-    elif chk.identical(dev := smp.plain_sizes(dev), ref := smp.plain_sizes(ref)):
-        result = Comparison(True, "exact", "", 0.0, 0.0)  # the common case on a good backend, cheaply
     else:
-        result = compare(dev, ref, rtol=setup.rtol, atol=setup.atol)
-        if not result.ok and oracle is not None and result.rule != "structure":
+        dev, ref = smp.plain_sizes(dev), smp.plain_sizes(ref)
+        measured = oracle is not None and tally.kind == "deterministic" and ulp.measurable(ref)
+        if chk.identical(dev, ref):
+            result = Comparison(True, "exact", "", 0.0, 0.0)  # the common case on a good backend, cheaply
+            hi = oracle() if measured and tally.identical_elements < IDENTICAL_ELEMENTS_MEASURED else None
+            if hi is not None:
+                leaves = ulp.oracle_leaves(ref, hi)
+                tally.identical_leaves += leaves
+                tally.identical_elements += sum(leaf[0].numel() for leaf in leaves)
+        else:
+            hi = oracle() if measured else None
+            # With an expected rounding the lean is judged over the item only (`item_numerics`).
+            result = compare(dev, ref, hi, rtol=setup.rtol, atol=setup.atol, bias_rule=setup.expect_rounding is None)
+        if not result.ok and not measured and oracle is not None and result.rule != "structure":
             result = compare(dev, ref, oracle(), rtol=setup.rtol, atol=setup.atol)
         if not result.ok and (tally.kind == "random" or cpu_is_random(setup, tally, index, ref)):
             tally.checks.add("random-range")
@@ -277,6 +299,24 @@ def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref
                 result = Comparison(False, "structure", placement)
     tally.total = result if tally.total is None else tally.total.merge(result)
     return result
+
+
+def item_numerics(setup: ItemSetup, tally: ItemTally) -> Comparison | None:
+    """`tally.total` with the statistics of the bit-identical samples folded in, and judged over
+    all samples together (rule 5): a lean too small to see in one sample shows in all. A
+    passing total whose statistics lean (or round otherwise than `expect_rounding`) comes back
+    failing, rule "bias"; conformance/outcome.py makes that a MISMATCH."""
+    total = tally.total
+    if total is None:
+        return None
+    if tally.identical_leaves:
+        total.numerics = ulp.merge_numerics(total.numerics, ulp.numerics_of_leaves(tally.identical_leaves))
+        tally.identical_leaves = []
+    if total.ok and total.numerics is not None:
+        reason = total.numerics.verdict(setup.expect_rounding)
+        if reason:
+            total = dataclasses.replace(total, ok=False, rule="bias", reason=reason)
+    return total
 
 
 def cpu_is_random(setup: ItemSetup, tally: ItemTally, index: int, ref: Any) -> bool:

@@ -258,6 +258,11 @@ def _run(func, args, kwargs):
         else:
             faults.check_dtypes(profile, (x.dtype for x in flat if isinstance(x, SimTensor)))
     cargs, ckwargs = tree_unflatten(cpu_flat, spec)
+    recompute = None
+    if profile is not None and faults.has_faults(profile) and faults.wants_recompute(profile, name):
+        # Widened copies now: an in-place op is about to overwrite its inputs.
+        wide_args, wide_kwargs = tree_unflatten([faults.widened(x) for x in cpu_flat], spec)
+        recompute = lambda: func(*wide_args, **wide_kwargs)  # noqa: E731
 
     if seeded:
         with _sim_rng():
@@ -277,7 +282,7 @@ def _run(func, args, kwargs):
             dtypes = {faults.dtype_name(d) for d in in_dtypes}
             dtypes |= {faults.dtype_name(t.dtype) for t in out_tensors}
             kinds = [r[0] for r in returns] if len(returns) == len(outs) else ["new"] * len(outs)
-            outs = faults.after(profile, name, dtypes, outs, [k == "view" for k in kinds])
+            outs = faults.after(profile, name, dtypes, outs, [k == "view" for k in kinds], recompute)
 
     wrapped = []
     for i, o in enumerate(outs):

@@ -21,6 +21,7 @@ Column schema (documented in the README; `PARQUET_SCHEMA` is the truth):
 | compile | string | a compile-mode item's compile record as a JSON object (`{}` in eager mode) |
 | op_time_s, compile_s | double (null) | measured seconds in the op itself / compiling, where a suite records them |
 | graph_breaks, recompiles | int64 (null) | compile mode facts, where a suite records them |
+| numerics | string | ulp statistics vs the float64 oracle as a JSON object ({} when not measured) |
 
 The file's key-value metadata holds `neuron_check.run` (the run row as JSON)
 and `neuron_check.schema` ("1").
@@ -68,6 +69,7 @@ def parquet_schema():
         ("duration_s", real), ("claimed", pa.bool_()), ("check", text), ("divergence", text),
         ("extra", text), ("compile", text),
         *((name, real) for name in PERF_SECONDS), *((name, pa.int64()) for name in PERF_COUNTS),
+        ("numerics", text),
     ])
 
 
@@ -81,6 +83,7 @@ def parquet_rows(report: Report) -> list[dict[str, Any]]:
         row["extra"] = json.dumps(r.extra, sort_keys=True, default=str)
         row["compile"] = json.dumps(r.compile, sort_keys=True, default=str)
         row.update(performance(r))
+        row["numerics"] = json.dumps(r.numerics, sort_keys=True)
         row.update(run_id=run.get("id"), backend=run.get("backend"), device=run.get("device"),
                    simulated=report.simulated)
         rows.append(row)

@@ -109,6 +109,10 @@ def _render(report: Report, tablefmt: str, heading) -> str:
     )
     _more(out, failures)
 
+    if report.rounding:
+        out.append(heading("Rounding (op x dtype: how the device rounds into the dtype)"))
+        _matrix(report.rounding, table)
+
     # The full matrix is long (an op sweep has ~700 rows): after the lists a reader acts on.
     out.append(heading("Coverage matrix (op x dtype, per variant and mode)"))
     _matrix(report.matrix, table)
