@@ -102,6 +102,10 @@ class _SimInterpreter(torch.fx.Interpreter):
         args, kwargs = torch.utils._pytree.tree_map(_cpu_device_to_sim, (args, kwargs))
         return super().call_function(target, args, kwargs)
 
+    def get_attr(self, target, args, kwargs):
+        # A constant the trace lifted out of the graph holds the CPU inside of a sim tensor.
+        return _to_sim(super().get_attr(target, args, kwargs))
+
 
 def _cpu_device_to_sim(x):
     return _SIM if isinstance(x, torch.device) and x.type == "cpu" else x
