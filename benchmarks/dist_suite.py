@@ -1,10 +1,11 @@
 """The whole dist suite at world size 2 on sim (target: <= 10 minutes on 2 cores).
 
-    python benchmarks/dist_suite.py [--world-size 2] [--jobs 1] [--dtype float32,bfloat16]
+    python benchmarks/dist_suite.py [--device sim] [--world-size 2] [--jobs 1] [--dtype float32,bfloat16]
+                                    [--parts collectives,parity,streams] [--ops mul,sum]
 
-Runs every dist item (collectives, parity, streams) through the world runner as
-`neuron-check dist` does, and prints the wall time, items per second, the counts per
-status and the slowest items.
+Runs the selected dist items (default: collectives, parity, streams; `--ops` adds DTensor
+OpInfo) through the world runner as `neuron-check dist` does, and prints the wall time, items
+per second, the counts per status and the slowest items.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import time
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="sim", help="sim or cpu (a host device)")
     parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--parts", default="collectives,parity,streams")
+    parser.add_argument("--ops", default="", help="OpInfo names/globs for the DTensor part")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--dtype", default="float32,bfloat16")
     parser.add_argument("--timeout", type=float, default=120.0)
@@ -27,15 +31,17 @@ def main() -> int:
     from conformance.dist.plan import DistOptions, plan
     from conformance.dist.world import WorldExecutor, WorldSpec
 
-    adapter = backends.get("sim").init()
-    options = DistOptions(world_size=args.world_size, dtypes=tuple(args.dtype.split(",")))
+    adapter = backends.get(args.device).init()
+    options = DistOptions(world_size=args.world_size, dtypes=tuple(args.dtype.split(",")),
+                          parts=tuple(filter(None, args.parts.split(","))), ops=tuple(filter(None, args.ops.split(","))))
     items = plan(options)
-    config = RunConfig(backend="sim", device="sim", jobs=args.jobs, timeout_s=args.timeout, suite_options=options)
+    config = RunConfig(backend=args.device, device=args.device, jobs=args.jobs, timeout_s=args.timeout,
+                       suite_options=options)
     results = []
     started = time.perf_counter()
     WorldExecutor(WorldSpec.for_config(config, adapter)).execute(items, config, results.append)
     wall = time.perf_counter() - started
-    print(f"dist suite, world size {args.world_size}, {args.jobs} world(s): {len(results)} items in {wall:.1f} s "
+    print(f"dist suite on {args.device}, world size {args.world_size}, {args.jobs} world(s): {len(results)} items in {wall:.1f} s "
           f"({len(results) / wall:.2f} items/s; target 600 s)")
     for status, count in collections.Counter(r.status.value for r in results).most_common():
         print(f"  {status:12} {count}")

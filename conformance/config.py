@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
+from conformance.compiling.settings import CompileSettings
+
 T = TypeVar("T")
 
 
@@ -14,7 +16,7 @@ class RunConfig:
 
     backend: str  # adapter name, e.g. "sim", "cuda", "neuron"
     device: str  # full device string, e.g. "sim", "cuda:1"
-    compile_backend: str | None = None  # None: the adapter's own torch.compile backend
+    compile: CompileSettings = CompileSettings()  # compile-mode items: backend (None: the adapter's) and options
     jobs: int = 1
     timeout_s: float = 120.0
     seed: int = 0
@@ -55,4 +57,4 @@ class WorkerContext:
 
     @property
     def compile_backend(self) -> str:
-        return self.config.compile_backend or self.adapter.compile_backend
+        return self.config.compile.backend or self.adapter.compile_backend

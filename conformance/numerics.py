@@ -16,6 +16,10 @@ FP8 (DESIGN rule 4): conversions and data movement are bit-exact (`compare_bits`
 FP8 arithmetic is judged in FP8 steps (`compare_fp8_steps`), `_scaled_mm` by a
 float32-accumulation error bound (`compare_scaled_mm`). Every judge returns one
 `Comparison`; conformance/outcome.py turns it into a Status.
+
+With an oracle, every floating result also carries ulp statistics of device and CPU
+(`conformance.ulp`), and an otherwise passing result is a MISMATCH when the device's
+errors lean systematically where the CPU's do not (rule 5, `ulp.BiasRule`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+
+from conformance import ulp
 
 # (rtol, atol) of torch.testing.assert_close, by dtype.
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -51,7 +57,7 @@ class Comparison:
     """Outcome of comparing one output (possibly a tuple of tensors)."""
 
     ok: bool
-    rule: str  # "exact", "allclose", "oracle", "structure"
+    rule: str  # "exact", "allclose", "oracle", "bias", "structure", FP8: "fp8-steps", "error-bound"
     reason: str = ""
     max_abs_err: float | None = None
     max_rel_err: float | None = None
@@ -61,6 +67,7 @@ class Comparison:
     bound_ratio: float | None = None  # error-bound judges: worst |error| / bound (<= 1 passes)
     samples: int = 1  # how many samples (or gradients) this comparison covers
     passed: int | None = None  # how many of them passed; None: all when ok, else none
+    numerics: ulp.Numerics | None = None  # ulp statistics vs the float64 oracle, when one was given
 
     @property
     def samples_passed(self) -> int:
@@ -80,6 +87,7 @@ class Comparison:
             leaf=first_fail.leaf if not first_fail.ok else None,
             where=first_fail.where if not first_fail.ok else "",
             bound_ratio=_max(self.bound_ratio, other.bound_ratio),
+            numerics=ulp.merge_numerics(self.numerics, other.numerics),
         )
 
 
@@ -88,7 +96,7 @@ def _max(a: float | None, b: float | None) -> float | None:
     return max(values) if values else None
 
 
-_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle", "fp8-steps", "error-bound")
+_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle", "bias", "fp8-steps", "error-bound")
 
 
 def _stronger(a: str, b: str) -> str:
@@ -118,8 +126,12 @@ def compare(
     rtol: float | None = None,
     atol: float | None = None,
     exact: bool = False,
+    bias_rule: bool = True,
 ) -> Comparison:
-    """Judge `dev` (any device) against CPU `ref` and optional float64 oracle `hi`."""
+    """Judge `dev` (any device) against CPU `ref` and optional float64 oracle `hi`.
+
+    `bias_rule=False` measures ulp statistics without judging them: for a caller that judges
+    them over many samples itself (OpInfo with an expected rounding)."""
     dev_leaves, dev_spec = pytree.tree_flatten(dev)
     ref_leaves, ref_spec = pytree.tree_flatten(ref)
     if dev_spec != ref_spec:
@@ -129,7 +141,7 @@ def compare(
         hi_leaves = [None] * len(ref_leaves)
     total = Comparison(True, "exact")
     for index, (d, r, h) in enumerate(zip(dev_leaves, ref_leaves, hi_leaves)):
-        result = compare_leaf(d, r, h, rtol=rtol, atol=atol, exact=exact)
+        result = compare_leaf(d, r, h, rtol=rtol, atol=atol, exact=exact, bias_rule=bias_rule)
         if not result.ok:
             result.leaf = index
             if len(ref_leaves) > 1:
@@ -138,7 +150,7 @@ def compare(
     return total
 
 
-def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, exact=False) -> Comparison:
+def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, exact=False, bias_rule=True) -> Comparison:
     if not isinstance(ref, torch.Tensor):
         return _compare_scalar(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
     if not isinstance(dev, torch.Tensor):
@@ -153,7 +165,7 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
     dev = dev.detach().to("cpu")
     ref = ref.detach()
     if ref.dtype in FP8_DTYPES:
-        return compare_bits(dev, ref)
+        return _with_numerics(compare_bits(dev, ref), dev, ref, hi, judge=False)
     if not (ref.is_floating_point() or ref.is_complex()):
         equal = torch.equal(dev, ref)
         reason = "" if equal else _first_difference(dev, ref)
@@ -162,7 +174,18 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
         dev, ref = torch.view_as_real(dev.resolve_conj()), torch.view_as_real(ref.resolve_conj())
         if isinstance(hi, torch.Tensor) and hi.is_complex():
             hi = torch.view_as_real(hi.resolve_conj())
-    return _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
+    result = _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
+    return _with_numerics(result, dev, ref, hi, judge=bias_rule and not exact)
+
+
+def _with_numerics(result: Comparison, dev, ref, hi, judge: bool) -> Comparison:
+    """Attach ulp statistics (rule 5) and turn a PASS into a MISMATCH when the device leans."""
+    if result.rule == "structure" or not isinstance(hi, torch.Tensor) or hi.shape != ref.shape \
+            or ref.dtype not in ulp.rounding_dtypes() or ref.numel() == 0:
+        return result
+    result.numerics = ulp.Numerics.of(dev.double(), ref.double(), hi.detach().double(), ref.dtype)
+    reason = result.numerics.verdict() if result.ok and judge else None
+    return dataclasses.replace(result, ok=False, rule="bias", reason=reason) if reason else result
 
 
 def _compare_float(dev, ref, hi, *, rtol, atol, exact) -> Comparison:

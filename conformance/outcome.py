@@ -8,6 +8,8 @@ A suite observes one of a closed set of things and hands it to `status_of`:
     NotApplicable(reason)  nothing to judge: no samples, not an op of
                            this build, no CPU reference can exist      SKIP
     ReferenceFailed(text)  the CPU reference (or making inputs) raised REF_ERROR
+    CompileRejected(op)    the backend compiler refused a graph for
+                           one op (compile mode)                       UNSUPPORTED
     an exception           the device raised; a missing kernel or dtype
                            in the backend's words (`classify_exception`) UNSUPPORTED
                            anything else                               ERROR
@@ -68,13 +70,23 @@ class ReferenceFailed:
     reason: str
 
 
-Observation = Union[Missing, NotApplicable, ReferenceFailed, BaseException, "Comparison"]
+@dataclasses.dataclass(frozen=True)
+class CompileRejected:
+    """The backend compiler refused a graph because of one op (conformance/compiling/failures.py)."""
+
+    op: str
+    phase: str
+    reason: str
+
+
+Observation = Union[Missing, NotApplicable, ReferenceFailed, CompileRejected, BaseException, "Comparison"]
 
 # The rule as data, in the order `status_of` applies it (README "Statuses" prints it).
 RULES: tuple[tuple[str, Status], ...] = (
     ("Missing: the backend lacks the item's dtype or format", Status.UNSUPPORTED),
     ("NotApplicable: no samples, unknown subject, no CPU reference exists", Status.SKIP),
     ("ReferenceFailed: the CPU reference or the inputs failed", Status.REF_ERROR),
+    ("CompileRejected: the backend compiler refused a graph for one op", Status.UNSUPPORTED),
     ("exception on the device naming a missing kernel or dtype", Status.UNSUPPORTED),
     ("any other exception on the device", Status.ERROR),
     ("Comparison outside the numerics rule", Status.MISMATCH),
@@ -86,7 +98,7 @@ RULES: tuple[tuple[str, Status], ...] = (
 def status_of(observed: Observation, *, fallback: bool = False) -> Status:
     """The Status of an item from what it observed (see the table above). `fallback`: some op of
     the item ran through the backend's CPU fallback; it only matters for a passing comparison."""
-    if isinstance(observed, Missing):
+    if isinstance(observed, (Missing, CompileRejected)):
         return Status.UNSUPPORTED
     if isinstance(observed, NotApplicable):
         return Status.SKIP
@@ -109,10 +121,12 @@ def result_for(item: WorkItem, observed: Observation, *, fallback: bool = False,
     if "message" not in fields:
         if isinstance(observed, BaseException):
             fields["message"] = shorten(describe_exception(observed))
-        elif isinstance(observed, (Missing, NotApplicable, ReferenceFailed)):
+        elif isinstance(observed, (Missing, NotApplicable, ReferenceFailed, CompileRejected)):
             fields["message"] = shorten(observed.reason)
         else:  # a Comparison: its reason says what failed
             fields["message"] = shorten(observed.reason) if not observed.ok else None
+    if isinstance(observed, CompileRejected) and not fields.get("failing_op"):
+        fields["failing_op"] = observed.op
     return Result.for_item(item, status_of(observed, fallback=fallback), **fields)
 
 

@@ -11,7 +11,7 @@ import zlib
 
 from conformance.suite import cli_option
 from op_db.errors import InputError
-from op_db.records import WorkItem
+from op_db.records import WorkItem, parse_rounding
 
 DTYPE_ALIASES = {
     "fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
@@ -45,6 +45,18 @@ def parse_dtypes(names: list[str] | None) -> list[str]:
         if canonical not in found:
             found.append(canonical)
     return found
+
+
+def parse_modes(modes) -> tuple[str, ...]:
+    """('eager', 'compile') from a comma list or tuple; order kept, no repeats, eager by default."""
+    names = modes.split(",") if isinstance(modes, str) else list(modes or ())
+    found: list[str] = []
+    for name in (n.strip() for n in names):
+        if name not in MODES:
+            raise InputError(f"unknown mode {name!r}; use eager, compile or eager,compile.")
+        if name not in found:
+            found.append(name)
+    return tuple(found) or ("eager",)
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -82,14 +94,23 @@ class OpsOptions:
     dtypes: tuple[str, ...] = cli_option(DEFAULT_DTYPES, "--dtype", "Comma list: fp32, bf16, fp16, fp8 (the FP8 "
                                          "suite) or torch dtype names.", kind="list", show_default=True)
     grad: bool = cli_option(False, "--grad", "Also check gradients (the backward variant).", kind="flag")
-    mode: str = cli_option("eager", "--mode", "compile: run the op through torch.compile with the backend's compiler.",
-                           kind="choice", choices=MODES, show_default=True)
+    modes: tuple[str, ...] = cli_option(("eager",), "--mode", "Comma list: eager, compile (through torch.compile "
+                                        "with the backend's compiler; eager on the device is a second reference).",
+                                        kind="list", show_default=True)
     shard: str | None = cli_option(None, "--shard", "Run only shard K of N (K/N); shards split the plan deterministically.")
     max_samples: int | None = cli_option(None, "--max-samples", "At most N samples per item.", kind="count")
     reference_inputs: bool = cli_option(False, "--reference-inputs", "Use OpInfo's larger reference_inputs instead of "
                                         "sample_inputs.", kind="flag")
+    # None: any rounding but toward-zero and double-rounding passes (conformance/ulp.py).
+    expect_rounding: str | None = cli_option(None, "--expect-rounding", "The rounding the device must show where "
+                                             "the CPU rounds to nearest even: nearest-even, toward-zero, stochastic "
+                                             "or double-rounding. Default: anything but toward-zero and "
+                                             "double-rounding.")
 
     def __post_init__(self) -> None:
         # Canonical dtype names (fp32 -> float32), so the stored options and every plan agree.
         object.__setattr__(self, "dtypes", tuple(parse_dtypes(list(self.dtypes))))
+        object.__setattr__(self, "modes", parse_modes(self.modes))
         parse_shard(self.shard)
+        if self.expect_rounding is not None:
+            object.__setattr__(self, "expect_rounding", parse_rounding(self.expect_rounding))

@@ -71,7 +71,8 @@ class Result:
     device (None when unknown); `check` names the comparison applied (for
     example "numerics", "shape-dtype-device", "random-range", "exact");
     `divergence` names the first divergent module of a model; `extra` holds
-    suite-specific facts that reports may show but never interpret.
+    suite-specific facts that reports may show but never interpret; `compile`
+    holds a compile-mode item's compile facts.
     """
 
     suite: str
@@ -95,6 +96,11 @@ class Result:
     check: str | None = None
     divergence: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # ulp statistics vs the float64 oracle (conformance.ulp.Numerics.to_dict), {} when not measured
+    numerics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # compile mode: graph_breaks, break_reasons, recompiles, compile_s, graph_ops, phase, vs_eager
+    # (conformance/compiling/watch.py, CompileFacts); empty for eager items
+    compile: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -119,6 +125,20 @@ class Result:
 
 
 RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(Result))
+
+# How a device rounds into an output dtype (Result.numerics["rounding"], conformance.ulp).
+ROUNDING_CLASSES = ("nearest-even", "toward-zero", "stochastic", "double-rounding", "unknown")
+EXPECTABLE_ROUNDING = ROUNDING_CLASSES[:-1]
+
+
+def parse_rounding(text: str) -> str:
+    """A rounding class a user may expect (`--expect-rounding`), or InputError naming them all."""
+    from op_db.errors import InputError
+
+    name = text.strip().lower().replace("_", "-")
+    if name not in EXPECTABLE_ROUNDING:
+        raise InputError(f"unknown rounding class {text!r}; known classes: {', '.join(EXPECTABLE_ROUNDING)}.")
+    return name
 
 MESSAGE_LIMIT = 2000
 

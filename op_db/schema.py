@@ -83,6 +83,10 @@ MIGRATIONS: tuple[Any, ...] = (
     ALTER TABLE runs ADD COLUMN heartbeat TEXT;
     UPDATE runs SET heartbeat = coalesce(finished, started);
     """,
+    # 3: ulp statistics of each result (DESIGN.md, Result.numerics)
+    "ALTER TABLE results ADD COLUMN numerics TEXT NOT NULL DEFAULT '{}'",
+    # 4: a compile-mode result's compile facts (graph breaks, recompiles, compile time, graph ops)
+    """ALTER TABLE results ADD COLUMN "compile" TEXT NOT NULL DEFAULT '{}'""",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -8,14 +8,17 @@ only to list dtype names).
 
 A profile says which aten overloads the simulated backend lacks (`unsupported_ops`), which
 run through a CPU fallback (`fallback_ops`), which dtypes it cannot hold
-(`unsupported_dtypes`) and which faults it injects (`faults`). See DESIGN.md, "The `sim`
-device". Op names are `str(OpOverload)` (e.g. ``aten.mul.Tensor``) and may use ``*`` globs.
+(`unsupported_dtypes`) and which faults it injects (`faults`). Compile mode has its own two:
+`compile_faults` (the `faults` entry format, applied only to ops that run inside a compiled
+graph) and `compile_unsupported_ops` (the sim backend compiler refuses a graph that calls
+one). See DESIGN.md, "The `sim` device". Op names are `str(OpOverload)` (e.g. ``aten.mul.Tensor``) and may use ``*`` globs.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -25,9 +28,15 @@ from typing import Any, Mapping
 
 from op_db.errors import InputError
 
-FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise")
+FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise", "truncate", "stochastic", "double_round")
+# Kinds that recompute the op one precision up and round the result into the output dtype.
+ROUNDING_KINDS = frozenset({"truncate", "stochastic", "double_round"})
+# A collective has no op to recompute one precision up: rounding kinds apply to ops only.
+COLLECTIVE_FAULT_KINDS = tuple(k for k in FAULT_KINDS if k not in ROUNDING_KINDS)
 _VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,)}
-_TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults")
+_OPTIONAL_VALUE_KINDS = {"stochastic": "a non-negative integer seed for the draws"}
+_TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults",
+             "compile_faults", "compile_unsupported_ops")
 _FAULT_KEYS = ("op", "dtype", "kind", "value")
 _COLLECTIVE_FAULT_KEYS = ("op", "dtype", "kind", "value", "rank")
 # The c10d collectives a `collective_faults` entry may name (torch.distributed's function names).
@@ -75,6 +84,8 @@ class SimProfile:
     unsupported_dtypes: tuple[str, ...] = ()
     faults: tuple[Fault, ...] = field(default_factory=tuple)
     collective_faults: tuple[CollectiveFault, ...] = field(default_factory=tuple)
+    compile_faults: tuple[Fault, ...] = field(default_factory=tuple)
+    compile_unsupported_ops: tuple[str, ...] = ()
 
     def is_unsupported_op(self, op_name: str) -> bool:
         return _matches_any(self.unsupported_ops, op_name)
@@ -86,23 +97,28 @@ class SimProfile:
         """Faults whose op pattern matches `op_name` (dtype filters are applied by the caller)."""
         return _faults_for(self.faults, op_name)
 
+    def compile_faults_for(self, op_name: str) -> tuple[Fault, ...]:
+        """`compile_faults` whose op pattern matches `op_name`."""
+        return _faults_for(self.compile_faults, op_name)
+
+    def is_compile_unsupported_op(self, op_name: str) -> bool:
+        return _matches_any(self.compile_unsupported_ops, op_name)
+
     def to_dict(self) -> dict[str, Any]:
-        faults = []
-        for f in self.faults:
-            d: dict[str, Any] = {"op": f.op, "kind": f.kind}
-            if f.dtype is not None:
-                d["dtype"] = f.dtype
-            if f.value is not None:
-                d["value"] = f.value
-            faults.append(d)
-        collective = [{k: v for k, v in vars(f).items() if v is not None} for f in self.collective_faults]
+        def entries(faults) -> list[dict[str, Any]]:
+            return [{k: v for k, v in vars(f).items() if v is not None} for f in faults]
+
+        collective, compiled = entries(self.collective_faults), entries(self.compile_faults)
         return {
             "name": self.name,
             "unsupported_ops": list(self.unsupported_ops),
             "fallback_ops": list(self.fallback_ops),
             "unsupported_dtypes": list(self.unsupported_dtypes),
-            "faults": faults,
+            "faults": entries(self.faults),
             **({"collective_faults": collective} if collective else {}),
+            **({"compile_faults": compiled} if compiled else {}),
+            **({"compile_unsupported_ops": list(self.compile_unsupported_ops)}
+               if self.compile_unsupported_ops else {}),
         }
 
 
@@ -155,10 +171,10 @@ def _parse(data: Any, where: str) -> SimProfile:
         raise InputError(f"In {where}: 'name' must be a string.")
     ops = {k: _op_list(data.get(k, []), k, where) for k in ("unsupported_ops", "fallback_ops")}
     dtypes = _dtype_list(data.get("unsupported_dtypes", []), where)
-    raw_faults = data.get("faults", [])
-    if not isinstance(raw_faults, list):
-        raise InputError(f"In {where}: 'faults' must be a list.")
-    faults = tuple(_fault(i, entry, where) for i, entry in enumerate(raw_faults))
+    faults = _fault_list(data, "faults", where)
+    compile_faults = _fault_list(data, "compile_faults", where, known_ops=True)
+    compile_unsupported = _op_list(data.get("compile_unsupported_ops", []), "compile_unsupported_ops", where,
+                                   known_ops=True)
     raw_collective = data.get("collective_faults", [])
     if not isinstance(raw_collective, list):
         raise InputError(f"In {where}: 'collective_faults' must be a list.")
@@ -170,6 +186,8 @@ def _parse(data: Any, where: str) -> SimProfile:
         unsupported_dtypes=dtypes,
         faults=faults,
         collective_faults=collective,
+        compile_faults=compile_faults,
+        compile_unsupported_ops=compile_unsupported,
     )
 
 
@@ -187,10 +205,45 @@ def _check_op(pattern: Any, what: str, where: str) -> str:
     return pattern
 
 
-def _op_list(value: Any, key: str, where: str) -> tuple[str, ...]:
+def _check_known_op(pattern: str, what: str, where: str) -> str:
+    """A name without globs must be an aten overload (or packet) this torch has: a typo in a
+    compile-mode entry would otherwise inject nothing and prove nothing."""
+    if "*" in pattern:
+        return pattern
+    import torch
+
+    namespace, _, rest = pattern.partition(".")
+    packet_name, _, overload = rest.partition(".")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), packet_name)
+        known = not overload or overload in packet.overloads()
+    except (AttributeError, RuntimeError):
+        known = False
+    if not known:
+        raise InputError(f"In {where}: {what} names {pattern!r}, which is not an operator of this torch "
+                         "(expected an overload like 'aten.mul.Tensor' or 'aten.sin.default').")
+    return pattern
+
+
+def _op_list(value: Any, key: str, where: str, known_ops: bool = False) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise InputError(f"In {where}: {key!r} must be a list of op names.")
-    return tuple(_check_op(p, f"{key} entry {i}", where) for i, p in enumerate(value))
+    names = tuple(_check_op(p, f"{key} entry {i}", where) for i, p in enumerate(value))
+    if known_ops:
+        for i, name in enumerate(names):
+            _check_known_op(name, f"{key} entry {i}", where)
+    return names
+
+
+def _fault_list(data: Mapping, key: str, where: str, known_ops: bool = False) -> tuple[Fault, ...]:
+    raw = data.get(key, [])
+    if not isinstance(raw, list):
+        raise InputError(f"In {where}: {key!r} must be a list.")
+    faults = tuple(_fault(i, entry, where, key) for i, entry in enumerate(raw))
+    if known_ops:
+        for i, fault in enumerate(faults):
+            _check_known_op(fault.op, f"{key} entry {i}", where)
+    return faults
 
 
 def _check_dtype(name: Any, what: str, where: str) -> str:
@@ -211,7 +264,7 @@ def _dtype_list(value: Any, where: str) -> tuple[str, ...]:
 def _collective_fault(index: int, entry: Any, where: str) -> CollectiveFault:
     what = f"collective_faults entry {index}"
     _object(entry, _COLLECTIVE_FAULT_KEYS, what, where)
-    kind, dtype, value = _kind_dtype_value(entry, what, where)
+    kind, dtype, value = _kind_dtype_value(entry, what, where, COLLECTIVE_FAULT_KINDS)
     op = entry["op"]
     if not isinstance(op, str) or not any(fnmatch.fnmatchcase(name, op) for name in COLLECTIVES):
         raise InputError(f"In {where}: {what} names an unknown collective {op!r} "
@@ -222,22 +275,23 @@ def _collective_fault(index: int, entry: Any, where: str) -> CollectiveFault:
     return CollectiveFault(op=op, kind=kind, dtype=dtype, value=value, rank=rank)
 
 
-def _fault(index: int, entry: Any, where: str) -> Fault:
-    what = f"faults entry {index}"
+def _fault(index: int, entry: Any, where: str, key: str = "faults") -> Fault:
+    what = f"{key} entry {index}"
     _object(entry, _FAULT_KEYS, what, where)
     op = _check_op(entry.get("op"), what, where) if "op" in entry else None
     kind, dtype, value = _kind_dtype_value(entry, what, where)
     return Fault(op=op, kind=kind, dtype=dtype, value=value)
 
 
-def _kind_dtype_value(entry: Mapping, what: str, where: str) -> tuple[str, str | None, Any]:
+def _kind_dtype_value(entry: Mapping, what: str, where: str,
+                      kinds: tuple[str, ...] = FAULT_KINDS) -> tuple[str, str | None, Any]:
     if "op" not in entry or "kind" not in entry:
         raise InputError(f"In {where}: {what} needs both 'op' and 'kind'.")
     kind = entry["kind"]
-    if kind not in FAULT_KINDS:
+    if kind not in kinds:
         raise InputError(
             f"In {where}: {what} has unknown fault kind {kind!r} "
-            f"(allowed: {', '.join(FAULT_KINDS)})."
+            f"(allowed: {', '.join(kinds)})."
         )
     dtype = entry.get("dtype")
     if dtype is not None:
@@ -248,6 +302,13 @@ def _kind_dtype_value(entry: Mapping, what: str, where: str) -> tuple[str, str |
         if value is None or isinstance(value, bool) or not isinstance(value, ok):
             need = "a number" if kind != "raise" else "a message string"
             raise InputError(f"In {where}: {what} (kind {kind!r}) needs 'value' to be {need}.")
+        if kind in ("scale", "offset") and not math.isfinite(value):
+            raise InputError(f"In {where}: {what} (kind {kind!r}) needs a finite 'value', not {value!r}.")
+        if kind == "scale" and value == 0:
+            raise InputError(f"In {where}: {what} (kind 'scale') needs a non-zero 'value' (use kind 'offset' or 'nan' to wipe values).")
+    elif kind in _OPTIONAL_VALUE_KINDS:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InputError(f"In {where}: {what} (kind {kind!r}) takes as 'value' only {_OPTIONAL_VALUE_KINDS[kind]}, not {value!r}.")
     elif value is not None:
         raise InputError(f"In {where}: {what} (kind {kind!r}) takes no 'value'.")
     return kind, dtype, value

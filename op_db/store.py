@@ -46,7 +46,7 @@ RUN_FIELDS = (
 )
 OWNER_FIELDS = ("owner_host", "owner_pid", "owner_started")
 
-_JSON_RESULT_FIELDS = {"aten_ops": dict, "fallback_ops": list, "extra": dict}
+_JSON_RESULT_FIELDS = {"aten_ops": dict, "fallback_ops": list, "extra": dict, "numerics": dict, "compile": dict}
 
 
 def default_path() -> Path:

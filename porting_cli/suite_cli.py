@@ -29,6 +29,9 @@ class RunOptions:
     sim_profile: str | None = None
     db_path: str | None = None
     compile_backend: str | None = None
+    fullgraph: bool = False
+    dynamic: bool = False
+    compile_options: str | None = None
     jobs: int = 1
     timeout_s: float = 120.0
     seed: int = 0
@@ -43,8 +46,15 @@ class RunOptions:
 
 
 _RUN_FIELDS = {f.name for f in dataclasses.fields(RunOptions)}
-compile_backend_option = click.option("--compile-backend", default=None,
-                                      help="torch.compile backend to use instead of the device's own.")
+_COMPILE_OPTIONS = (
+    click.option("--compile-backend", default=None,
+                 help="torch.compile backend to use instead of the device's own (compile mode)."),
+    click.option("--fullgraph", is_flag=True, help="Compile mode: a graph break fails the item (fullgraph=True)."),
+    click.option("--dynamic", is_flag=True, help="Compile mode: dynamic shapes (models: the batch dimension, "
+                 "checked with a second batch size)."),
+    click.option("--compile-options", default=None, metavar="JSON",
+                 help="Compile mode: the backend's options as a JSON object, e.g. '{\"max_autotune\": true}'."),
+)
 
 
 def _click_option(field: dataclasses.Field, spec: Any) -> Callable:
@@ -109,7 +119,7 @@ def suite_command(name: str, options_type: type, *, help: str, default_timeout: 
     func = callback
     for decorator in reversed((device_option, sim_profile_option, db_option,
                                *(_click_option(f, spec) for f, spec in cli_fields(options_type)),
-                               compile_backend_option, *extra_params,
+                               *_COMPILE_OPTIONS, *extra_params,
                                engine_options(default_timeout=default_timeout), executor_options, series_option)):
         func = decorator(func)
     return click.command(name, help=help)(func)
@@ -151,13 +161,15 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
     check_outputs(run.junit_path)
     primary = suites[0].name  # the run's `suite` option: which command can --resume it
     options = options_type(**suite_values)
-    fresh = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed,
-             "compile_backend": run.compile_backend, "run_group": run.run_group, "series": run.series}
+    compiling = _compile_settings(run, options)
+    fresh = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed, **compiling.to_dict(),
+             "run_group": run.run_group, "series": run.series}
     timeout_s = run.timeout_s
     if run.resume is None:
         # Everything the user typed is checked before the database is touched: a bad device,
         # profile or selection must not leave a new (empty) database behind.
         adapter, device_string = resolve_device(run.device, run.sim_profile)
+        _check_compiler(adapter, compiling, options)
         config = _run_config(run, adapter, device_string, fresh, options, timeout_s, executor)
         runner = _suite_executor(suites[0], config, adapter)
         items = suite.plan(command, options)
@@ -197,9 +209,40 @@ def _suite_executor(primary, config, adapter):
 
 def _run_config(run: RunOptions, adapter, device_string: str, saved: dict[str, Any], options, timeout_s,
                 executor: dict[str, Any]):
+    from conformance.compiling.settings import CompileSettings
     from conformance.config import RunConfig
 
-    return RunConfig(backend=adapter.name, device=device_string, compile_backend=saved.get("compile_backend"),
+    return RunConfig(backend=adapter.name, device=device_string, compile=CompileSettings.from_dict(saved),
                      jobs=run.jobs, timeout_s=timeout_s, seed=saved.get("seed", 0),
                      sim_profile=os.environ.get("NEURON_CHECK_SIM_PROFILE") if adapter.name == "sim" else None,
                      suite_options=options, **executor)
+
+
+def _compile_settings(run: RunOptions, options: Any):
+    """The run's CompileSettings; compile options without a compile mode are refused."""
+    from conformance.compiling.settings import CompileSettings, parse_compile_options
+    from op_db.errors import InputError
+
+    settings = CompileSettings(backend=run.compile_backend, fullgraph=run.fullgraph, dynamic=run.dynamic,
+                               options=parse_compile_options(run.compile_options))
+    modes = getattr(options, "modes", None)
+    if modes is not None and "compile" not in modes:
+        given = [flag for flag, value in (("--compile-backend", run.compile_backend), ("--fullgraph", run.fullgraph),
+                                           ("--dynamic", run.dynamic), ("--compile-options", run.compile_options))
+                 if value]
+        if given:
+            raise InputError(f"{given[0]} applies to compile mode only: add --mode compile (or --mode eager,compile).")
+    return settings
+
+
+def _check_compiler(adapter, settings, options: Any) -> None:
+    """Compile mode needs a torch.compile backend: the one named, or the adapter's own."""
+    from conformance.compiling.settings import check_backend
+    from op_db.errors import InputError
+
+    if "compile" not in (getattr(options, "modes", None) or ()):
+        return
+    if settings.backend is not None:
+        check_backend(settings.backend)
+    elif not adapter.compile_backend:
+        raise InputError(f"the {adapter.name} backend has no torch.compile backend; name one with --compile-backend.")

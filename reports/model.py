@@ -50,6 +50,8 @@ class Report:
     models: Matrix | None
     fp8: Matrix | None
     coverage: dict[str, int]
+    rounding: Matrix | None = None  # op x dtype: the rounding class measured (Result.numerics)
+    graph_breaks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -77,6 +79,8 @@ class Report:
                 "models": dataclasses.asdict(self.models) if self.models else None,
                 "fp8": dataclasses.asdict(self.fp8) if self.fp8 else None,
                 "coverage": self.coverage,
+                "rounding": dataclasses.asdict(self.rounding) if self.rounding else None,
+                "graph_breaks": self.graph_breaks,
             },
         }
 
@@ -110,6 +114,8 @@ def build_report(
         models=matrix(results, suite=MODEL_SUITE) if MODEL_SUITE in suites else None,
         fp8=matrix(results, suite=FP8_SUITE) if FP8_SUITE in suites else None,
         coverage=dict(Counter(kind for _, kind in coverage)),
+        rounding=rounding(results),
+        graph_breaks=graph_breaks(results),
     )
 
 
@@ -181,6 +187,20 @@ def matrix(results: list[Result], suite: str | None = None) -> Matrix:
     )
 
 
+def rounding(results: list[Result]) -> Matrix | None:
+    """The rounding class of every result that measured one (None: no result did)."""
+    measured = [r for r in results if r.numerics.get("rounding")]
+    if not measured:
+        return None
+    dtypes = sorted({r.dtype for r in measured})
+    rows: dict[tuple[str, str, str, str], dict[str, str]] = {}
+    for r in measured:
+        rows.setdefault((r.suite, r.subject, r.variant, r.mode), {})[r.dtype] = r.numerics["rounding"]
+    return Matrix(dtypes=dtypes, rows=[
+        {"suite": k[0], "subject": k[1], "variant": k[2], "mode": k[3], "cells": cells} for k, cells in sorted(rows.items())
+    ])
+
+
 def blockers(results: list[Result], zoo_ops: dict[str, set[str]] | None = None) -> list[dict[str, Any]]:
     """Aten overloads ranked by how many subjects (OpInfos, models) they block, then by items:
     "fix these 5 ops to unlock 40 models".
@@ -218,6 +238,18 @@ def zoo_ops_from_census(path: str | Path) -> dict[str, set[str]]:
         return {row["subject"]: set(row["ops"]) for row in data["models"] if row.get("ops")}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path} is not a zoo census (models --list --check-build --format json): {exc}") from exc
+
+
+def graph_breaks(results: list[Result]) -> list[dict[str, Any]]:
+    """Compile mode's graph-break reasons ranked by how many subjects (models, ops) they break,
+    then by items: the breaks worth fixing first."""
+    by_reason: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        for reason in (r.compile or {}).get("break_reasons", ()):
+            by_reason[reason].append(r)
+    rows = [{"reason": reason, "subjects": len({f"{r.suite}:{r.subject}" for r in items}), "items": len(items),
+             "breaks": sorted({f"{r.suite}:{r.subject}" for r in items})} for reason, items in by_reason.items()]
+    return sorted(rows, key=lambda row: (-row["subjects"], -row["items"], row["reason"]))
 
 
 def claims(results: list[Result]) -> dict[str, list[dict[str, Any]]]:

@@ -92,6 +92,7 @@ class PrivateUseOneAdapter(BackendAdapter):
 
     name = "privateuseone"
     dispatch_key = "PrivateUse1"
+    compile_backend = None  # unknown: name one with --compile-backend
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,7 +119,7 @@ class SimAdapter(BackendAdapter):
 
     name = device_type = "sim"
     dispatch_key = "PrivateUse1"
-    compile_backend = "aot_eager"
+    compile_backend = "sim"  # conformance/sim/compiler.py, registered when the adapter starts
     module = "conformance.sim"
     simulated = True
 

@@ -10,9 +10,10 @@ from conformance.suite import cli_option
 from op_db.errors import InputError
 from op_db.records import WorkItem
 
-PARTS = ("collectives", "parity", "streams")
+PARTS = ("collectives", "parity", "streams", "dtensor")
+DEFAULT_PARTS = PARTS[:3]  # DTensor OpInfo runs when --ops asks for it
 PARITY_WAYS = ("single", "ddp", "fsdp2", "fsdp2_tp")
-STREAM_CHECKS = ("order", "synchronize", "device_module")
+STREAM_CHECKS = ("order", "synchronize", "event_timing", "device_module")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,10 +24,15 @@ class DistOptions:
                                  show_default=True)
     dtypes: tuple[str, ...] = cli_option(("float32", "bfloat16"), "--dtype", "Comma list: fp32, bf16, fp16.",
                                          kind="list", show_default=True)
-    parts: tuple[str, ...] = cli_option(PARTS, "--parts", "Comma list of what to check: collectives, parity, "
-                                        "streams.", kind="list", show_default=True)
+    parts: tuple[str, ...] = cli_option(DEFAULT_PARTS, "--parts", "Comma list of what to check: collectives, "
+                                        "parity, streams, dtensor (needs --ops).", kind="list", show_default=True)
     collectives: tuple[str, ...] = cli_option((), "--collectives", "Comma list of collective names or globs "
                                               "(all_reduce.*, broadcast). Default: all.", kind="list")
+    ops: tuple[str, ...] = cli_option((), "--ops", "DTensor OpInfo: comma list of OpInfo full names or globs, each "
+                                      "run on a 1-D mesh with Shard(0), Replicate and Partial inputs (adds the "
+                                      "dtensor part).", kind="list")
+    max_samples: int | None = cli_option(None, "--max-samples", "DTensor OpInfo: at most N samples per item.",
+                                         kind="count")
 
     def __post_init__(self) -> None:
         from conformance.planning import parse_dtypes
@@ -41,6 +47,8 @@ def plan(options: DistOptions) -> list[WorkItem]:
         if part not in PARTS:
             raise InputError(f"unknown dist part {part!r}; known: {', '.join(PARTS)}.")
     items: list[WorkItem] = []
+    if "dtensor" in options.parts and not options.ops:
+        raise InputError("--parts dtensor needs --ops to say which OpInfo ops to run through DTensor.")
     if "collectives" in options.parts:
         for pattern in options.collectives:
             if not any(fnmatch.fnmatchcase(name, pattern) for name in CATALOGUE):
@@ -55,4 +63,20 @@ def plan(options: DistOptions) -> list[WorkItem]:
                   for dtype in options.dtypes for way in PARITY_WAYS]
     if "streams" in options.parts:
         items += [WorkItem(SUITE, f"streams.{check}", "ordering", NO_DTYPE, "eager") for check in STREAM_CHECKS]
+    if options.ops:
+        items += dtensor_items(options)
     return items
+
+
+def dtensor_items(options: DistOptions) -> list[WorkItem]:
+    """("dist", "dtensor.<op>", placement, dtype, "eager") for each chosen OpInfo op and
+    requested dtype its CPU kernel supports."""
+    from conformance.dist.dtensor_ops import PLACEMENTS, PREFIX
+    from conformance.opindex import op_index
+    from conformance.opinfo.plan import match_ops
+
+    index = op_index()
+    chosen = set(match_ops([entry["name"] for entry in index], options.ops))
+    return [WorkItem(SUITE, PREFIX + entry["name"], placement, dtype, "eager")
+            for entry in index if entry["name"] in chosen
+            for dtype in options.dtypes if dtype in entry["cpu"] for placement in PLACEMENTS]

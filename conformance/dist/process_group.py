@@ -48,11 +48,13 @@ def max_world_size(adapter: Any) -> int:
     return adapter.device_count()
 
 
-def check_world_size(world_size: int, adapter: Any) -> None:
-    limit = max_world_size(adapter)
+def check_world_size(world_size: int, adapter: Any, on_this_host: bool = True) -> None:
+    """InputError for a world below 1 rank, or (on this host) above what it offers; a Ray
+    cluster's room is checked once it is reached."""
     if world_size < 1:
         raise InputError(f"--world-size must be at least 1, not {world_size}.")
-    if world_size > limit:
+    limit = max_world_size(adapter)
+    if on_this_host and world_size > limit:
         what = "this host runs" if adapter.name in HOST_DEVICES else f"device {adapter.name!r} has"
         raise InputError(f"--world-size {world_size} is more ranks than {what} ({limit}).")
 
@@ -64,16 +66,16 @@ def rank_device(adapter: Any, device: str, rank: int) -> str:
     return adapter.device(rank)
 
 
-def join_world(adapter: Any, store_path: str, place: RankPlace, timeout_s: float) -> Any:
-    """init_process_group with the device's backend on a FileStore; returns the CPU gloo group
-    every rank also joins, on which the references run."""
+def join_world(adapter: Any, store: Any, place: RankPlace, timeout_s: float) -> Any:
+    """init_process_group with the device's backend on `store` (a c10d Store: the local runner's
+    FileStore, the Ray runner's TCPStore); returns the CPU gloo group every rank also joins, on
+    which the references run."""
     import torch.distributed as dist
 
     if adapter.name == "sim":
         from conformance.sim import c10d
 
         c10d.register()
-    store = dist.FileStore(store_path, place.world_size)
     timeout = timedelta(seconds=timeout_s)
     dist.init_process_group(backend=backend_for(adapter), store=store, rank=place.rank,
                             world_size=place.world_size, timeout=timeout)

@@ -50,10 +50,10 @@ def lead_process_group() -> None:
 
 def check_module(subject: str) -> Any:
     """The module whose `run_item(item, rctx)` checks this subject."""
-    from conformance.dist import collectives, parity, streams
+    from conformance.dist import collectives, dtensor_ops, parity, streams
 
     head = subject.split(".", 1)[0]
-    return {"parity": parity, "streams": streams}.get(head, collectives)
+    return {"parity": parity, "streams": streams, "dtensor": dtensor_ops}.get(head, collectives)
 
 
 def run_check(item: WorkItem, rctx: RankContext) -> Result:
@@ -70,21 +70,28 @@ def run_check(item: WorkItem, rctx: RankContext) -> Result:
     return result
 
 
+def open_rank(place: RankPlace, store: Any, config: RunConfig, ranks_on_host: int) -> RankContext:
+    """Initialise the backend in this process and join the world on `store` as `place.rank`."""
+    import torch
+
+    from conformance.engine.worker import init_worker
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ranks_on_host)))
+    adapter = init_worker(config.with_(device=place.device)).adapter
+    # Collectives must not time out before the parent's per-item limit does.
+    cpu_group = join_world(adapter, store, place, timeout_s=2 * config.timeout_s + 60)
+    return RankContext(place.rank, place.world_size, place.device, adapter, config, cpu_group)
+
+
 def rank_main(conn: Any, place: RankPlace, store_path: str, config: RunConfig, ranks_on_host: int) -> None:
     die_with_parent()
     lead_process_group()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what stops
-    warnings.simplefilter("ignore")
     try:
-        import torch
+        import torch.distributed as dist
 
-        from conformance.engine.worker import init_worker
-
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ranks_on_host)))
-        adapter = init_worker(config.with_(device=place.device)).adapter
-        # Collectives must not time out before the parent's per-item limit does.
-        cpu_group = join_world(adapter, store_path, place, timeout_s=2 * config.timeout_s + 60)
-        rctx = RankContext(place.rank, place.world_size, place.device, adapter, config, cpu_group)
+        rctx = open_rank(place, dist.FileStore(store_path, place.world_size), config, ranks_on_host)
     except BaseException as exc:  # noqa: BLE001 - the parent stops the run with this text
         conn.send(("init-error", f"{type(exc).__name__}: {exc}"))
         return

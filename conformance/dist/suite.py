@@ -1,7 +1,8 @@
 """The distributed suite as the engine and the CLI see it (conformance/suite.py, `Suite`).
 
 Its items need a world of ranks, not one worker: `make_executor` gives the command the world
-runner (conformance/dist/world.py) after checking the world size against the backend, and
+runner (conformance/dist/world.py, or conformance/dist/ray_world.py for `--executor ray`) after
+checking the world size against the backend, and
 `run_item` in a plain worker refuses.
 """
 
@@ -42,11 +43,19 @@ class DistSuite:
         from conformance.dist.world import WorldExecutor, WorldSpec
         from op_db.errors import InputError
 
-        if config.executor != "local":
-            raise InputError("`neuron-check dist` runs its worlds on this host; --executor ray is not supported yet.")
         options = config.options_of(DistOptions)
-        check_world_size(options.world_size, adapter)
         backend_for(adapter)
+        if config.executor == "ray":
+            from conformance.dist.ray_world import RayWorldExecutor
+            from conformance.engine.ray import _import_ray
+
+            _import_ray()  # no Ray: one sentence, exit 2, before anything starts
+            check_world_size(options.world_size, adapter, on_this_host=False)
+            # Each rank's device is the one Ray pins for its actor.
+            return RayWorldExecutor(WorldSpec(options.world_size, (config.device,) * options.world_size))
+        if config.executor != "local":
+            raise InputError(f"`neuron-check dist` has no executor {config.executor!r}; use local or ray.")
+        check_world_size(options.world_size, adapter)
         return WorldExecutor(WorldSpec.for_config(config, adapter))
 
 

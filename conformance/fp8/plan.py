@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 
 from conformance.fp8.inputs import FP8_NAMES, WIDE_NAMES, fp8_dtype
-from conformance.planning import OpsOptions, in_shard, is_fp8, parse_shard
+from conformance.planning import MODES, OpsOptions, in_shard, is_fp8, parse_shard
 from op_db.errors import InputError
 from op_db.records import WorkItem
 
@@ -26,7 +26,6 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "movement": ("copy", "view", "cat", "index_select", "transpose"),
     "opinfo": (),  # variants: OpInfo full names, found per dtype
 }
-MODES = ("eager", "compile")
 
 
 def expand_dtypes(dtypes: list[str]) -> list[str]:
@@ -88,4 +87,5 @@ def plan_ops(options: OpsOptions) -> list[WorkItem]:
         if not subjects:
             return []
     shard = parse_shard(options.shard)
-    return [i for i in plan(fp8_dtypes, mode=options.mode, grad=options.grad, subjects=subjects) if in_shard(i, shard)]
+    return [i for mode in options.modes for i in plan(fp8_dtypes, mode=mode, grad=options.grad, subjects=subjects)
+            if in_shard(i, shard)]

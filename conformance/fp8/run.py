@@ -152,8 +152,14 @@ def _transfer_check(inputs: list[torch.Tensor], on_device: list[torch.Tensor]) -
 
 
 def _on_device(case: Case, inputs: list[torch.Tensor], ctx: Any, compiled: bool) -> Any:
-    fn = torch.compile(case.fn, backend=ctx.compile_backend, dynamic=False) if compiled else case.fn
-    output = fn(ctx.device, *inputs)
+    if compiled:
+        from conformance.compiling.watch import CompileWatch
+
+        watch = CompileWatch(ctx.compile_backend, ctx.config.compile)
+        with watch:
+            output = watch.compile(case.fn, dynamic=False)(ctx.device, *inputs)
+    else:
+        output = case.fn(ctx.device, *inputs)
     ctx.adapter.synchronize()
     return pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, output)
 

@@ -11,7 +11,6 @@ from op_db.records import WorkItem
 SUITE = "model"
 MODEL_DTYPES = ("float32", "bfloat16", "float16")  # what --dtype may name for models
 DEFAULT_DTYPES = ("float32", "bfloat16")
-MODES = ("eager", "compile")
 TASK_HELP = ("Comma list of tasks, derived from Transformers' auto mappings (causal-lm, token-classification, "
              "ctc, object-detection, base, ...; an unknown one lists them all). Default: every task.")
 
@@ -38,9 +37,9 @@ class ModelOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtypes", tuple(model_dtypes(list(self.dtypes))))
-        for mode in self.modes or ("eager",):
-            if mode not in MODES:
-                raise InputError(f"unknown mode {mode!r}; use eager or compile.")
+        from conformance.planning import parse_modes
+
+        object.__setattr__(self, "modes", parse_modes(self.modes))
 
 
 def model_dtypes(names: list[str] | None) -> list[str]:

@@ -22,7 +22,9 @@ Suite options (RunConfig.suite_options, a ModelOptions): `attn` ("eager" or "sdp
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -95,6 +97,14 @@ def run_item(item: WorkItem, ctx) -> Result:
               "check": "exact" if item.variant == "generate" else "numerics"}
     if device_run.random_ops:
         extra["random_ops_on_cpu"] = device_run.random_ops
+    if device_run.watch is not None:
+        fields["compile"], observed_failure = device_run.compile_facts(failure)
+        fields["aten_ops"] = {op: 1 for op in fields["compile"]["graph_ops"]}
+        if failure is not None:
+            from conformance.compiling.failures import describe_failure
+
+            return result_for(item, observed_failure, samples=1, failing_op=device_run.failing_op,
+                              message=shorten(f"{fields['compile']['phase']}: {describe_failure(failure)}"), **fields)
     if failure is not None:
         return result_for(item, failure, samples=1, failing_op=device_run.failing_op, **fields)
     comparison = _JUDGES[item.variant](device_run.output, ref_out, hi_out)
@@ -165,10 +175,14 @@ def run_backward(model, inputs):
     return {"loss": out.loss.detach(), "grads": grads}
 
 
-def run_generate(model, inputs):
+def run_generate(model, inputs, static_cache: bool = False):
+    """Greedy decoding; `static_cache` (compile mode): a fixed-size cache, so the compiled
+    forward keeps one shape, and Transformers' own compile of it off (ours compiles it)."""
     import torch
 
     kwargs = {k: v for k, v in inputs.items() if k not in ("labels", "decoder_input_ids")}
+    if static_cache:
+        kwargs.update(cache_implementation="static", disable_compile=True)
     generation = model.generation_config
     if model.config.is_encoder_decoder and generation.decoder_start_token_id is None and generation.bos_token_id is None:
         # tiny configs built from defaults may name no start token; the pad id is the usual choice
@@ -203,19 +217,13 @@ class _DeviceRun:
         self.fallbacks: list[str] = []
         self.failing_op: str | None = None
         self.random_ops: dict[str, int] = {}
+        self.watch = None  # compile mode: the item's CompileWatch
+        self.second_shape_recompiles: int | None = None  # --dynamic: recompiles at twice the batch
 
     def device_inputs(self):
         from conformance.models.inputs import cast_inputs
 
         return cast_inputs(self.inputs, self.ctx.device, self.dtype)
-
-    def callable_model(self):
-        """The device model, compiled in compile mode (forward only: generate stays eager)."""
-        import torch
-
-        if self.item.mode == "compile" and self.item.variant != "generate":
-            return _Compiled(self.model, torch.compile(self.model, backend=self.ctx.compile_backend))
-        return self.model
 
     def execute(self) -> BaseException | None:
         from conformance.models.randomness import RandomOnCpu, reseed
@@ -228,11 +236,13 @@ class _DeviceRun:
         try:
             with adapter.track_fallbacks() as tracker:
                 try:
-                    with randoms:
-                        if self.item.mode == "compile":  # dynamo does not trace under a dispatch mode
+                    # Dynamo does not trace under a dispatch mode: compile mode records no ops and
+                    # leaves random ops on the device (models run in eval mode: dropout is off).
+                    with randoms if self.item.mode != "compile" else contextlib.nullcontext():
+                        if self.item.mode == "compile":
                             self.model = _copy(self.base, self.ctx.device, self.dtype)
                             reseed(self.seed, adapter)
-                            self.output = _to_cpu(self.run(self.callable_model(), self.device_inputs()))
+                            self.output = _to_cpu(self._run_compiled())
                         else:
                             with record_ops(device_type) as recorder:
                                 self.model = _copy(self.base, self.ctx.device, self.dtype)
@@ -249,19 +259,30 @@ class _DeviceRun:
             return exc
         return None
 
+    def _run_compiled(self):
+        from conformance.models import compiled
 
-class _Compiled:
-    """A compiled forward that still exposes the module's parameters and signature."""
+        self.watch, model = compiled.compile_model(self.model, self.ctx, self.item.variant)
+        run = functools.partial(run_generate, static_cache=True) if self.item.variant == "generate" else self.run
+        inputs = self.device_inputs()
+        dynamic = self.ctx.config.compile.dynamic and self.item.variant == "forward"
+        if dynamic:
+            compiled.mark_batch_dynamic(inputs)
+        with self.watch:
+            output = run(model, inputs)
+            if dynamic:
+                self.second_shape_recompiles = compiled.second_shape_recompiles(self.watch, run, model, inputs)
+        return output
 
-    def __init__(self, module, compiled):
-        self._module, self._compiled = module, compiled
-        self.forward = module.forward
+    def compile_facts(self, failure: BaseException | None) -> tuple[dict[str, Any], Any]:
+        """The item's `compile` record, and what outcome.status_of is given for `failure`."""
+        from conformance.compiling.failures import observe_failure
 
-    def __call__(self, *args, **kwargs):
-        return self._compiled(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
+        phase = self.watch.failure_phase(failure) if failure is not None else None
+        facts = self.watch.facts(phase=phase).to_dict()
+        if self.second_shape_recompiles is not None:
+            facts["second_batch_recompiles"] = self.second_shape_recompiles
+        return facts, (observe_failure(failure, phase) if failure is not None else None)
 
 
 def _to_cpu(value):

@@ -53,7 +53,8 @@ def plan(options: OpsOptions) -> list[WorkItem]:
             if options.grad and entry["autograd"] and dtype in _GRAD_DTYPES:
                 variants.append("backward")
             for variant in variants:
-                item = WorkItem(SUITE, entry["name"], variant, dtype, options.mode)
-                if in_shard(item, shard):
-                    items.append(item)
+                for mode in options.modes:
+                    item = WorkItem(SUITE, entry["name"], variant, dtype, mode)
+                    if in_shard(item, shard):
+                        items.append(item)
     return items

@@ -12,6 +12,8 @@ through the outcome rule (conformance/outcome.py).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -62,12 +64,16 @@ def _skip_test_case_lookup() -> None:
             module.extract_test_fn = _no_test_case
 
 
-def run_item(item: WorkItem, ctx: WorkerContext) -> Result:
-    op = ctx.state[SUITE].get(item.subject)
+def run_item(item: WorkItem, ctx: WorkerContext, subject: str | None = None,
+             device_fn: Callable[[steps.ItemSetup], Any] | None = None) -> Result:
+    """`subject`: the OpInfo full name when it is not the item's own; `device_fn(setup)`: what
+    runs each sample on the device instead of the op itself (the dist suite's DTensor run)."""
+    subject = subject or item.subject
+    op = ctx.state[SUITE].get(subject)
     if op is None:
-        return result_for(item, NotApplicable(f"{item.subject} is not an OpInfo op in this torch build."))
+        return result_for(item, NotApplicable(f"{subject} is not an OpInfo op in this torch build."))
     if chk.cuda_only(op):
-        return result_for(item, NotApplicable(f"OpInfo marks {item.subject} CUDA-only (onlyCUDA): "
+        return result_for(item, NotApplicable(f"OpInfo marks {subject} CUDA-only (onlyCUDA): "
                                               "there is no CPU reference to compare with."))
     dtype = getattr(torch, item.dtype)
     claimed = chk.claimed(op, dtype, ctx.device_type)
@@ -75,6 +81,8 @@ def run_item(item: WorkItem, ctx: WorkerContext) -> Result:
         return result_for(item, Missing(f"the {ctx.device} backend does not support {item.dtype}."), claimed=claimed)
     setup, tally = steps.setup_item(op, dtype, backward=item.variant == "backward", compiled=item.mode == "compile",
                                     ctx=ctx, options=ctx.config.options_of(OpsOptions))
+    if device_fn is not None:
+        setup = dataclasses.replace(setup, device_fn=device_fn(setup))
     try:
         samples = steps.make_samples(setup)
     except Exception as exc:  # sample generation is pure CPU work: the reference failed
@@ -111,15 +119,21 @@ def _fold(item: WorkItem, setup: steps.ItemSetup, tally: steps.ItemTally, sample
         elif first_failure is None:
             first_failure = smp.describe_sample(index, sample)
             message, failing_op = outcome.comparison.reason, chk.guess_failing_op(outcome.ops)
+    judged = steps.item_numerics(setup, tally)  # folds every sample's ulp statistics into tally.total
     observed: Any
-    if error is not None:
+    phase = None
+    if error is not None and setup.compiled:
+        from conformance.opinfo.compiled import failure_observation
+
+        observed, phase = failure_observation(setup, error)
+    elif error is not None:
         observed = error
     elif ran == 0:
         observed = NotApplicable(f"OpInfo has no differentiable samples for {item.dtype}.")
     elif ref_errors == ran:
         observed = ref_failure
     else:
-        observed = tally.total
+        observed = judged
     total = tally.total or Comparison(True, "exact")
     fields: dict[str, Any] = dict(
         samples=ran, samples_passed=passed, first_failure=shorten(first_failure, 400), failing_op=failing_op,
@@ -127,7 +141,18 @@ def _fold(item: WorkItem, setup: steps.ItemSetup, tally: steps.ItemTally, sample
         extra=_extra(setup, tally, ref_errors), claimed=claimed,
         max_abs_err=total.max_abs_err if tally.total else None, max_rel_err=total.max_rel_err if tally.total else None,
         err_ratio=total.err_ratio if tally.total else None,
+        numerics=total.numerics.to_dict() if total.numerics is not None else {},
     )
+    if setup.compiled:
+        from conformance.opinfo.compiled import compile_fields, mismatch_note
+
+        fields.update(compile_fields(setup, tally, phase))
+        if message is not None and error is None and first_failure is not None:
+            message += mismatch_note(tally, setup.device)
+        if phase is not None:
+            from conformance.compiling.failures import describe_failure
+
+            message = f"{phase}: {describe_failure(error)}"
     if message is not None:
         fields["message"] = shorten(message)
     return result_for(item, observed, fallback=bool(tally.fallbacks), **fields)

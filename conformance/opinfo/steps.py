@@ -4,8 +4,13 @@
     make_samples    samples on the CPU, seeded
     run_reference   the op (and its gradients) on the CPU
     run_on_device   the op on the device, recorded; outputs brought back to the CPU
-    compare_sample  the numerics rule, the float64 oracle only when the plain check fails,
-                    and the metadata / value-range checks for undefined and random outputs
+    compare_sample  the numerics rule with the float64 oracle (ulp statistics need it on every
+                    deterministic sample with a floating output), and the metadata /
+                    value-range checks for undefined and random outputs
+    item_numerics   the ulp statistics of all samples together, judged once more (rule 5)
+
+Compile mode (conformance/opinfo/compiled.py) compiles the op once per item under a
+CompileWatch and checks each compiled output against eager on the same device as well.
 
 `run_sample` chains them for one sample. Per-item state that the steps add to (op time,
 ops seen, fallbacks) lives in an `ItemTally`; nothing is recomputed per sample that is
@@ -23,6 +28,7 @@ from typing import Any
 
 import torch
 
+from conformance import ulp
 from conformance.numerics import Comparison, compare
 from conformance.opinfo import checks as chk
 from conformance.opinfo import samples as smp
@@ -54,6 +60,8 @@ class ItemSetup:
     meta_only: bool
     oracle_dtype: torch.dtype | None  # None: the item's outputs get no float64 oracle
     device_fn: Any  # the op, or its torch.compile'd wrapper
+    watch: Any = None  # compile mode: the item's conformance.compiling.watch.CompileWatch
+    expect_rounding: str | None = None  # OpsOptions.expect_rounding: judged over the whole item
 
 
 @dataclasses.dataclass
@@ -67,6 +75,11 @@ class ItemTally:
     total: Comparison | None = None
     checks: set[str] = dataclasses.field(default_factory=set)
     probed: bool = False  # the CPU-randomness probe runs at most once per item
+    vs_eager: Comparison | None = None  # compile mode: compiled outputs against eager on the device
+    eager_failed: int = 0  # compile mode: samples whose eager run on the device raised
+    eager_agrees_with_cpu: bool | None = None  # compile mode, the first mismatching sample: eager's verdict
+    identical_leaves: list = dataclasses.field(default_factory=list)  # bit-identical outputs with their oracle
+    identical_elements: int = 0  # elements measured in bit-identical outputs so far
 
 
 @dataclasses.dataclass
@@ -85,6 +98,9 @@ class DeviceRun:
     comparison: Comparison | None = None  # set once the output is judged
 
 
+# Bit-identical samples measure the CPU's rounding on both sides, so they cannot make the bias
+# rule fire; past this many of their elements per item the oracle is not worth its cost.
+IDENTICAL_ELEMENTS_MEASURED = 256
 NO_GRAD = "no-grad"  # a backward sample with nothing differentiable: not counted
 
 
@@ -94,29 +110,59 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
     kind = chk.output_kind(op.full_name)
     meta_only = device_type == "meta"
     rtol, atol = chk.tolerance_overrides(op, dtype, device_type, backward)
+    watch, device_fn = compiled_op(op, ctx) if compiled else (None, op)
     setup = ItemSetup(
         op=op, dtype=dtype, device=ctx.device, device_type=device_type, adapter=ctx.adapter, backward=backward,
         compiled=compiled, compile_backend=ctx.compile_backend if compiled else None, seed=ctx.config.seed, reference_inputs=options.reference_inputs,
         max_samples=options.max_samples, rtol=rtol, atol=atol, meta_only=meta_only,
         oracle_dtype=None if meta_only or kind == "undefined" else smp.oracle_dtype(dtype),
-        device_fn=_compiled(op, ctx.compile_backend) if compiled else op,
+        device_fn=device_fn, watch=watch,
+        expect_rounding=options.expect_rounding,
     )
     return setup, ItemTally(kind=kind)
 
 
-def _compiled(op: Any, backend: str) -> Any:
+def compiled_op(op: Any, ctx: Any) -> tuple[Any, Any]:
+    """The item's CompileWatch and the op compiled under it; one compiled callable serves every
+    sample, so samples of one shape reuse one compiled graph."""
     import torch._dynamo as dynamo
 
+    from conformance.compiling.watch import CompileWatch
+
     dynamo.reset()  # each item compiles afresh: no cache growth across a long run
-    # One compiled function per item sees every sample's shapes; do not fall back to eager.
-    for name in ("recompile_limit", "cache_size_limit"):
-        if hasattr(dynamo.config, name):
-            setattr(dynamo.config, name, 64)
+    watch = CompileWatch(ctx.compile_backend, ctx.config.compile)
 
     def call(*args, **kwargs):
         return op(*args, **kwargs)
 
-    return torch.compile(call, backend=backend, dynamic=False)
+    # Without --dynamic every shape is compiled statically (dynamo's automatic dynamic shapes off),
+    # so a sample's result is that of a graph specialised to it, as OpInfo's inductor tests do.
+    compiled = watch.compile(call, dynamic=True if ctx.config.compile.dynamic else False)
+
+    def run(*args, **kwargs):
+        with _unseeded_random_ops():
+            return compiled(*args, **kwargs)
+
+    return watch, run
+
+
+@contextlib.contextmanager
+def _unseeded_random_ops():
+    """OpInfo's random ops call `wrapper_set_seed`, which reseeds inside the op; dynamo cannot
+    trace the reseed and would run the op eagerly. Compiled, they draw unseeded, as PyTorch's
+    own inductor OpInfo tests run them, and are judged by their value range."""
+    from torch.testing._internal import common_methods_invocations as cmi
+
+    seeded = cmi.wrapper_set_seed
+    cmi.wrapper_set_seed = _call_unseeded
+    try:
+        yield
+    finally:
+        cmi.wrapper_set_seed = seeded
+
+
+def _call_unseeded(op: Any, *args: Any, **kwargs: Any) -> Any:
+    return op(*args, **kwargs)
 
 
 def make_samples(setup: ItemSetup, device: str = "cpu", limit: int | None = None) -> list[Any]:
@@ -170,7 +216,8 @@ def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangent
     # Under torch.compile nothing is recorded: Dynamo declines to compile while a dispatch
     # mode is active, which would test eager instead.
     recording = contextlib.nullcontext(None) if setup.compiled else record_ops(setup.device_type)
-    with recording as recorder, setup.adapter.track_fallbacks() as tracker:
+    watching = setup.watch if setup.compiled else contextlib.nullcontext()
+    with watching, recording as recorder, setup.adapter.track_fallbacks() as tracker:
         try:
             out = call(setup, tally, setup.device_fn, dev_sample)
             if setup.backward:
@@ -222,16 +269,28 @@ def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, versions: lis
 
 def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref: Any, placement: str | None,
                    oracle: Any = None) -> Comparison:
-    """Judge one sample. `oracle()` gives the float64 output when the plain check fails."""
+    """Judge one sample. `oracle()` gives the float64 output: up front where the ulp statistics
+    can measure the output (a floating tensor of a deterministic op), else only when the plain
+    check fails. Outputs equal to the CPU's bit for bit are measured once, in `item_numerics`."""
     if setup.meta_only or tally.kind == "undefined":
         result = chk.check_metadata(dev, ref)
         if result.ok and placement and not setup.meta_only:
             result = Comparison(False, "structure", placement)
-    elif chk.identical(dev := smp.plain_sizes(dev), ref := smp.plain_sizes(ref)):
-        result = Comparison(True, "exact", "", 0.0, 0.0)  # the common case on a good backend, cheaply
     else:
-        result = compare(dev, ref, rtol=setup.rtol, atol=setup.atol)
-        if not result.ok and oracle is not None and result.rule != "structure":
+        dev, ref = smp.plain_sizes(dev), smp.plain_sizes(ref)
+        measured = oracle is not None and tally.kind == "deterministic" and ulp.measurable(ref)
+        if chk.identical(dev, ref):
+            result = Comparison(True, "exact", "", 0.0, 0.0)  # the common case on a good backend, cheaply
+            hi = oracle() if measured and tally.identical_elements < IDENTICAL_ELEMENTS_MEASURED else None
+            if hi is not None:
+                leaves = ulp.oracle_leaves(ref, hi)
+                tally.identical_leaves += leaves
+                tally.identical_elements += sum(leaf[0].numel() for leaf in leaves)
+        else:
+            hi = oracle() if measured else None
+            # With an expected rounding the lean is judged over the item only (`item_numerics`).
+            result = compare(dev, ref, hi, rtol=setup.rtol, atol=setup.atol, bias_rule=setup.expect_rounding is None)
+        if not result.ok and not measured and oracle is not None and result.rule != "structure":
             result = compare(dev, ref, oracle(), rtol=setup.rtol, atol=setup.atol)
         if not result.ok and (tally.kind == "random" or cpu_is_random(setup, tally, index, ref)):
             tally.checks.add("random-range")
@@ -240,6 +299,24 @@ def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref
                 result = Comparison(False, "structure", placement)
     tally.total = result if tally.total is None else tally.total.merge(result)
     return result
+
+
+def item_numerics(setup: ItemSetup, tally: ItemTally) -> Comparison | None:
+    """`tally.total` with the statistics of the bit-identical samples folded in, and judged over
+    all samples together (rule 5): a lean too small to see in one sample shows in all. A
+    passing total whose statistics lean (or round otherwise than `expect_rounding`) comes back
+    failing, rule "bias"; conformance/outcome.py makes that a MISMATCH."""
+    total = tally.total
+    if total is None:
+        return None
+    if tally.identical_leaves:
+        total.numerics = ulp.merge_numerics(total.numerics, ulp.numerics_of_leaves(tally.identical_leaves))
+        tally.identical_leaves = []
+    if total.ok and total.numerics is not None:
+        reason = total.numerics.verdict(setup.expect_rounding)
+        if reason:
+            total = dataclasses.replace(total, ok=False, rule="bias", reason=reason)
+    return total
 
 
 def cpu_is_random(setup: ItemSetup, tally: ItemTally, index: int, ref: Any) -> bool:
@@ -266,8 +343,10 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     # The device copy first: the CPU reference may update the sample in place.
     try:
         dev_sample, move_error = smp.to_device(sample, setup.device), None
+        # Compile mode: an untouched copy for eager on the device, the second reference.
+        eager_sample = smp.to_device(sample, setup.device) if setup.compiled else None
     except Exception as exc:  # the device cannot even hold the inputs (a layout, a dtype)
-        dev_sample, move_error = None, exc
+        dev_sample, eager_sample, move_error = None, None, exc
     versions = smp.tensor_versions(sample)
     try:
         reference = run_reference(setup, tally, sample)
@@ -289,4 +368,8 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     if setup.oracle_dtype is not None:
         oracle = lambda: oracle_output(setup, tally, sample, versions, reference.cotangents)  # noqa: E731
     run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle)
+    if setup.compiled and not setup.meta_only:
+        from conformance.opinfo.compiled import check_against_eager
+
+        check_against_eager(setup, tally, eager_sample, run, reference)
     return run

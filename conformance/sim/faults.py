@@ -1,6 +1,7 @@
 """What the active sim profile does to one op call: raise, fall back, or corrupt outputs.
 
-Runtime state lives here: the active `SimProfile` and the CPU-fallback log.
+Runtime state lives here: the active `SimProfile`, the CPU-fallback log, and whether the op
+runs inside a compiled graph (where `compile_faults` apply too).
 """
 
 from __future__ import annotations
@@ -10,16 +11,25 @@ import signal
 import time
 import warnings
 from collections import Counter
-from typing import Iterable
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 import torch
 
-from op_db.sim_profile import SimProfile
+from conformance import ulp
+from op_db.sim_profile import ROUNDING_KINDS, Fault, SimProfile
 
 DEVICE = "sim"
+# Faults that need the op's result one precision up (see `widened_inputs`).
+RECOMPUTE_KINDS = ROUNDING_KINDS | {"scale"}
+# Recompute precision: narrow floats in float32 (as a device computes them), float32 in float64.
+_WIDER = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float64,
+          **{d: torch.float32 for d in ulp.DOUBLE_ROUNDING_VIA if d.itemsize == 1}}
 
 _active: SimProfile | None = None
 _fallback_log: Counter[str] = Counter()
+_graph_depth = 0  # > 0 while the sim compile backend runs a graph's nodes
+_draws: dict[Fault, torch.Generator] = {}  # seeded per stochastic fault, reset with the profile
 
 
 def set_profile(profile: SimProfile | None) -> None:
@@ -27,10 +37,26 @@ def set_profile(profile: SimProfile | None) -> None:
     if profile is not None and not isinstance(profile, SimProfile):
         raise TypeError(f"set_profile expects a SimProfile or None, got {type(profile).__name__}")
     _active = profile
+    _draws.clear()
 
 
 def active_profile() -> SimProfile | None:
     return _active
+
+
+@contextmanager
+def in_compiled_graph() -> Iterator[None]:
+    """Ops called inside are a compiled graph's: `compile_faults` apply to them as well."""
+    global _graph_depth
+    _graph_depth += 1
+    try:
+        yield
+    finally:
+        _graph_depth -= 1
+
+
+def has_faults(profile: SimProfile) -> bool:
+    return bool(profile.faults or (_graph_depth and profile.compile_faults))
 
 
 def fallback_log() -> Counter[str]:
@@ -105,14 +131,37 @@ def before(profile: SimProfile, func: torch._ops.OpOverload, name: str) -> None:
         )
 
 
+def matching_faults(profile: SimProfile, name: str) -> tuple:
+    """The faults for op `name` here: `faults`, plus `compile_faults` inside a compiled graph."""
+    found = profile.faults_for(name)
+    return found + profile.compile_faults_for(name) if _graph_depth else found
+
+
+def wants_recompute(profile: SimProfile, name: str) -> bool:
+    return any(f.kind in RECOMPUTE_KINDS for f in matching_faults(profile, name))
+
+
+def widened(value):
+    """A copy of one op argument one precision up (float tensors and dtype arguments)."""
+    if isinstance(value, torch.Tensor) and value.dtype in _WIDER:
+        return value.detach().to(_WIDER[value.dtype], copy=True)
+    if isinstance(value, torch.dtype):
+        return _WIDER.get(value, value)
+    return value
+
+
 def after(profile: SimProfile, name: str, dtypes: set[str], outputs: list[torch.Tensor],
-          views: list[bool]) -> list[torch.Tensor]:
+          views: list[bool], recompute=None) -> list[torch.Tensor]:
     """Apply matching faults to the op's CPU outputs; returns the (possibly new) outputs.
 
     `views[i]` says output i aliases an input without writing it (a view): such an output is
-    replaced by a corrupted copy so the input is left alone.
+    replaced by a corrupted copy so the input is left alone. `recompute()` runs the op on
+    widened inputs (`widened`): rounding faults and `scale` round its result into each
+    output's dtype, so they act below the output's own rounding step (a 0.2% `scale` is
+    visible in bfloat16); without it `scale` multiplies the rounded output.
     """
-    for fault in profile.faults_for(name):
+    wide = None
+    for fault in matching_faults(profile, name):
         if fault.dtype is not None and fault.dtype not in dtypes:
             continue
         if fault.kind == "crash":
@@ -124,14 +173,50 @@ def after(profile: SimProfile, name: str, dtypes: set[str], outputs: list[torch.
         elif fault.kind == "raise":
             raise RuntimeError(fault.value)
         else:
-            outputs = [_corrupt(t, fault, v) for t, v in zip(outputs, views)]
+            if fault.kind in RECOMPUTE_KINDS and wide is None and recompute is not None:
+                wide = _recomputed(recompute, len(outputs))
+            exact = wide if wide is not None else [None] * len(outputs)
+            outputs = [_corrupt(t, fault, v, w) for t, v, w in zip(outputs, views, exact)]
     return outputs
 
 
-def _corrupt(t: torch.Tensor, fault, is_view: bool) -> torch.Tensor:
+def _recomputed(recompute, count: int) -> list[torch.Tensor | None] | None:
+    try:
+        out = recompute()
+    except Exception:  # the op has no kernel for the wider dtype: the faults act on its outputs
+        return None
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return outs if len(outs) == count else None
+
+
+def _round_into(fault: Fault, exact: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The fault's rounding of exact values (float64) into `dtype`."""
+    if fault.kind == "scale":
+        return ulp.round_nearest_even(exact * fault.value, dtype)
+    if fault.kind == "truncate":
+        return ulp.round_toward_zero(exact, dtype)
+    if fault.kind == "double_round":
+        return ulp.round_double(exact, dtype)
+    draws = _draws.get(fault)
+    if draws is None:
+        draws = _draws[fault] = torch.Generator().manual_seed(int(fault.value or 0))
+    return ulp.round_stochastic(exact, dtype, draws)
+
+
+def _corrupt(t: torch.Tensor, fault, is_view: bool, wide: torch.Tensor | None = None) -> torch.Tensor:
     if not isinstance(t, torch.Tensor) or not (t.is_floating_point() or t.is_complex()):
         return t
     with torch.no_grad():
+        if fault.kind in ROUNDING_KINDS and t.dtype not in _WIDER:
+            return t  # float64, complex: no rounding step to corrupt
+        if fault.kind in RECOMPUTE_KINDS and t.dtype in _WIDER:
+            usable = isinstance(wide, torch.Tensor) and wide.is_floating_point() and wide.shape == t.shape
+            if not usable:
+                if fault.kind != "scale":
+                    return t  # nothing wider to round from: the output is already rounded
+                wide = t
+            bad = _round_into(fault, wide.to(torch.float64), t.dtype).to(t.dtype)
+            return bad if is_view else t.copy_(bad)
         # Compute in double precision, then cast: works for every floating dtype (FP8 too).
         hi = t.to(torch.complex128 if t.is_complex() else torch.float64)
         if fault.kind == "scale":

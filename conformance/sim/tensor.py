@@ -58,6 +58,9 @@ class SimTensor(torch.Tensor):
             dtype=cpu.dtype,
             device=torch.device(DEVICE, 0),
             requires_grad=requires_grad,
+            # An empty tensor still gets one element of (data-less) storage: dynamo fakes a
+            # zero-byte storage by resizing it, which a Python-registered PrivateUse1 cannot do.
+            **({"storage_size": cpu.element_size()} if _known_empty(cpu) else {}),
         )
         r._cpu = cpu
         # Mirror the lazy conj/neg bits: the Conjugate/Negative fallbacks must run on the
@@ -113,6 +116,12 @@ class SimTensor(torch.Tensor):
     @staticmethod
     def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
         return SimTensor(inner_tensors["_cpu"])
+
+
+def _known_empty(t: torch.Tensor) -> bool:
+    """No elements, known without guessing (a traced size may be symbolic)."""
+    numel = t.numel()
+    return type(numel) is int and numel == 0
 
 
 def _holds_real_data(t: SimTensor) -> bool:
@@ -216,7 +225,12 @@ def _run(func, args, kwargs):
             x = x._cpu
             tracing = tracing or isinstance(x, _TRACED_INNER)
         elif isinstance(x, torch.Tensor):
-            if x.dim() > 0 and x.device.type == "cpu":
+            if x.device.type == DEVICE:
+                # Only tracing makes a sim-device tensor that is no SimTensor: a factory op
+                # (arange(device="sim")) under the fake mode. Meet the held CPU tensors on the
+                # CPU; the copy is traced too, and a compiled graph runs it on sim again.
+                x, tracing = x.to(_CPU), True
+            elif x.dim() > 0 and x.device.type == "cpu":
                 cpu_big = True
         elif isinstance(x, torch.device):
             is_sim = x.type == DEVICE
@@ -244,6 +258,11 @@ def _run(func, args, kwargs):
         else:
             faults.check_dtypes(profile, (x.dtype for x in flat if isinstance(x, SimTensor)))
     cargs, ckwargs = tree_unflatten(cpu_flat, spec)
+    recompute = None
+    if profile is not None and faults.has_faults(profile) and faults.wants_recompute(profile, name):
+        # Widened copies now: an in-place op is about to overwrite its inputs.
+        wide_args, wide_kwargs = tree_unflatten([faults.widened(x) for x in cpu_flat], spec)
+        recompute = lambda: func(*wide_args, **wide_kwargs)  # noqa: E731
 
     if seeded:
         with _sim_rng():
@@ -259,11 +278,11 @@ def _run(func, args, kwargs):
         out_tensors = [t for t in tree_flatten(outs)[0] if isinstance(t, torch.Tensor)]
         if to_sim:
             faults.check_dtypes(profile, (t.dtype for t in out_tensors))
-        if profile.faults:
+        if faults.has_faults(profile):
             dtypes = {faults.dtype_name(d) for d in in_dtypes}
             dtypes |= {faults.dtype_name(t.dtype) for t in out_tensors}
             kinds = [r[0] for r in returns] if len(returns) == len(outs) else ["new"] * len(outs)
-            outs = faults.after(profile, name, dtypes, outs, [k == "view" for k in kinds])
+            outs = faults.after(profile, name, dtypes, outs, [k == "view" for k in kinds], recompute)
 
     wrapped = []
     for i, o in enumerate(outs):
@@ -277,6 +296,10 @@ def _run(func, args, kwargs):
                 wrapped.append(orig)
                 continue
             if orig is not None and not isinstance(o, (list, tuple)):
+                if isinstance(orig, torch.Tensor) and isinstance(o, torch.Tensor) and o is not orig:
+                    # Tracing wrote into the CPU copy of a tensor a factory made on sim (a cache
+                    # allocated on first use): write it back, so the trace records the update.
+                    orig.copy_(o)
                 wrapped.append(orig)
                 continue
         wrapped.append(_wrap(o, func) if to_sim else o)

@@ -18,8 +18,10 @@ Column schema (documented in the README; `PARQUET_SCHEMA` is the truth):
 | claimed | bool (null) | the suite claims the dtype for the device |
 | check, divergence | string (null) | comparison applied; first divergent module |
 | extra | string | suite-specific facts as a JSON object |
+| compile | string | a compile-mode item's compile record as a JSON object (`{}` in eager mode) |
 | op_time_s, compile_s | double (null) | measured seconds in the op itself / compiling, where a suite records them |
 | graph_breaks, recompiles | int64 (null) | compile mode facts, where a suite records them |
+| numerics | string | ulp statistics vs the float64 oracle as a JSON object ({} when not measured) |
 
 The file's key-value metadata holds `neuron_check.run` (the run row as JSON)
 and `neuron_check.schema` ("1").
@@ -35,14 +37,15 @@ from reports.model import JSON_SCHEMA, Report
 from reports.sanitize import for_json
 
 
-# Measured performance facts lifted from `extra` (top level, or its "compile" object) into columns.
+# Measured performance facts lifted into columns from the compile record (Result.compile), or
+# from `extra` (top level, or its "compile" object) where a plugin suite keeps them there.
 PERF_SECONDS = ("op_time_s", "compile_s")
 PERF_COUNTS = ("graph_breaks", "recompiles")
 
 
 def performance(result: Result) -> dict[str, Any]:
     """The performance columns of one result; None where the suite recorded nothing."""
-    nested = result.extra.get("compile") if isinstance(result.extra.get("compile"), dict) else {}
+    nested = result.compile or (result.extra.get("compile") if isinstance(result.extra.get("compile"), dict) else {})
     row: dict[str, Any] = {}
     for names, kind in ((PERF_SECONDS, float), (PERF_COUNTS, int)):
         for name in names:
@@ -64,8 +67,9 @@ def parquet_schema():
         ("aten_ops", pa.list_(pa.struct([("op", text), ("count", pa.int64())]))),
         ("fallback_ops", pa.list_(text)),
         ("duration_s", real), ("claimed", pa.bool_()), ("check", text), ("divergence", text),
-        ("extra", text),
+        ("extra", text), ("compile", text),
         *((name, real) for name in PERF_SECONDS), *((name, pa.int64()) for name in PERF_COUNTS),
+        ("numerics", text),
     ])
 
 
@@ -77,7 +81,9 @@ def parquet_rows(report: Report) -> list[dict[str, Any]]:
         row["aten_ops"] = [{"op": op, "count": int(n)} for op, n in sorted(r.aten_ops.items())]
         row["fallback_ops"] = list(r.fallback_ops)
         row["extra"] = json.dumps(r.extra, sort_keys=True, default=str)
+        row["compile"] = json.dumps(r.compile, sort_keys=True, default=str)
         row.update(performance(r))
+        row["numerics"] = json.dumps(r.numerics, sort_keys=True)
         row.update(run_id=run.get("id"), backend=run.get("backend"), device=run.get("device"),
                    simulated=report.simulated)
         rows.append(row)

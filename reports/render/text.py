@@ -72,6 +72,15 @@ def _render(report: Report, tablefmt: str, heading) -> str:
     )
     _more(out, report.blockers)
 
+    if report.graph_breaks:
+        out.append(heading("Graph-break reasons that affect the most subjects (compile mode)"))
+        table(
+            [[_cut(b["reason"], 120), b["subjects"], b["items"], _cut(", ".join(b["breaks"]))]
+             for b in report.graph_breaks[:LIST_LIMIT]],
+            ["graph-break reason", "subjects", "items", "breaks"],
+        )
+        _more(out, report.graph_breaks)
+
     out.append(heading("Dtype-claim discrepancies"))
     for label, key in (("works but unclaimed", "works_but_unclaimed"), ("claimed but fails", "claimed_but_fails")):
         rows = report.claims[key]
@@ -102,6 +111,10 @@ def _render(report: Report, tablefmt: str, heading) -> str:
         ["item", "status", "failing op", "message"],
     )
     _more(out, failures)
+
+    if report.rounding:
+        out.append(heading("Rounding (op x dtype: how the device rounds into the dtype)"))
+        _matrix(report.rounding, table)
 
     # The full matrix is long (an op sweep has ~700 rows): after the lists a reader acts on.
     out.append(heading("Coverage matrix (op x dtype, per variant and mode)"))

@@ -33,13 +33,13 @@ class RecordingExecutor(WorldExecutor):
         return world
 
 
-def run(items, tmp_path, profile=None, timeout_s=60.0):
+def run(items, tmp_path, profile=None, timeout_s=60.0, options=None):
     sim_profile = None
     if profile is not None:
         sim_profile = str(tmp_path / "profile.json")
         (tmp_path / "profile.json").write_text(json.dumps(profile))
     config = RunConfig(backend="sim", device="sim", timeout_s=timeout_s, sim_profile=sim_profile,
-                       suite_options=DistOptions(world_size=2))
+                       suite_options=options or DistOptions(world_size=2))
     executor = RecordingExecutor(WorldSpec(2, ("sim", "sim")))
     results = []
     executor.execute(items, config, results.append)
@@ -72,6 +72,25 @@ def test_scaled_bf16_all_reduce_is_caught_exactly(tmp_path):
     assert mismatched == expected
     assert all(r.status is Status.PASS for item, r in results.items() if item not in expected)
     assert results[WorkItem("dist", "parity.ddp", "train2", "bfloat16", "eager")].divergence
+
+
+def test_dtensor_opinfo_passes_fault_free_and_a_sim_fault_is_mismatch(tmp_path):
+    # One world: the aten fault scales bf16 mul only, so the float32 items are the fault-free run.
+    options = DistOptions(parts=("dtensor",), ops=("mul", "nonzero"), dtypes=("float32", "bfloat16"), max_samples=2)
+    items = plan(options)
+    mul = {dtype: [i for i in items if i.subject == "dtensor.mul" and i.dtype == dtype] for dtype in options.dtypes}
+    assert {item.variant for item in mul["float32"]} == {"shard0", "replicate", "partial"}
+    profile = {"faults": [{"op": "aten.mul.Tensor", "kind": "scale", "value": 1.5, "dtype": "bfloat16"}]}
+    results, _ = run(items, tmp_path, profile, options=options)
+    assert {item: results[item].status for item in mul["float32"]} == dict.fromkeys(mul["float32"], Status.PASS)
+    assert {item: results[item].status for item in mul["bfloat16"]} == dict.fromkeys(mul["bfloat16"], Status.MISMATCH)
+    shard0, partial = (WorkItem("dist", "dtensor.mul", v, "float32", "eager") for v in ("shard0", "partial"))
+    assert results[shard0].extra["output_placements"] == ["R", "S(0)"]  # a 0-dim sample stays replicated
+    assert results[partial].extra["output_placements"] == ["P(sum)"]
+    # DTensor has no sharding rule for nonzero: its gap, named as such, not the backend's.
+    nonzero = results[WorkItem("dist", "dtensor.nonzero", "replicate", "float32", "eager")]
+    assert nonzero.status is Status.UNSUPPORTED
+    assert nonzero.extra["sharding_propagation"] == "failed" and "sharding propagation failed" in nonzero.message
 
 
 def _alive(pid: int) -> bool:
@@ -140,5 +159,20 @@ def test_cli_run_stores_the_dist_suite_and_report_shows_it(tmp_path):
     report = _cli("report", "--db", db, "--format", "json", cwd=tmp_path)
     data = json.loads(report.stdout)
     assert {r["suite"] for r in data["results"]} == {"dist"}
-    assert {r["subject"] for r in data["results"]} >= {"broadcast", "streams.order"}
+    statuses = {r["subject"]: r["status"] for r in data["results"]}
+    assert statuses["broadcast"] == statuses["streams.order"] == "PASS"
+    # sim routes torch.accelerator.synchronize; a Python device guard has no event sync/timing.
+    assert statuses["streams.synchronize"] == "PASS"
+    assert statuses["streams.event_timing"] == "UNSUPPORTED"
     assert (tmp_path / "j.xml").read_text().count("<testcase") == len(data["results"])
+
+
+def test_executor_ray_without_ray_is_one_input_error(monkeypatch):
+    from types import SimpleNamespace
+
+    from conformance.dist.suite import SUITE
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError, as where it is absent
+    config = RunConfig(backend="sim", device="sim", executor="ray", suite_options=DistOptions(world_size=2))
+    with pytest.raises(InputError, match=r"^--executor ray needs Ray: pip install 'neuron-check\[ray\]'\.$"):
+        SUITE.make_executor(config, SimpleNamespace(name="sim"))

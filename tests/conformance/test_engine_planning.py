@@ -55,7 +55,7 @@ def test_shard_is_stable_and_validated():
 
 
 def test_plan_options_round_trip_through_run_options():
-    options = OpsOptions(ops=("mul",), exclude=("x*",), dtypes=("bfloat16",), grad=True, mode="compile", shard="1/3",
+    options = OpsOptions(ops=("mul",), exclude=("x*",), dtypes=("bfloat16",), grad=True, modes=("compile",), shard="1/3",
                          max_samples=2)
     assert options_from_dict(OpsOptions, options_to_dict(options)) == options
 

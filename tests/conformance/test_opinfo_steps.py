@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance import backends
+from conformance import backends, ulp
 from conformance.config import RunConfig, WorkerContext
 from conformance.opinfo import run as opinfo_run
 from conformance.opinfo import samples as smp
@@ -55,20 +55,40 @@ def test_device_step_records_ops_and_the_op_that_raised(ctx, use_profile):
     assert tally.aten_ops["aten.mul.Tensor"] == 1
 
 
-def test_compare_step_asks_the_oracle_only_when_the_plain_check_fails(ctx):
+def test_compare_step_asks_the_oracle_only_where_it_serves(ctx):
     setup, tally = setup_for(ctx, "mul", torch.bfloat16)
     sample = steps.make_samples(setup)[0]
     ref = steps.run_reference(setup, tally, sample).output
+    tally.probed = True  # the outputs below are not mul's: no probe for a random CPU
     asked = []
 
-    def oracle():
-        asked.append(1)
-        return ref.double()
+    def oracle_of(value):
+        def oracle():
+            asked.append(1)
+            return value.double()
+        return oracle
 
-    assert steps.compare_sample(setup, tally, 0, ref.clone(), ref, None, oracle).ok
-    assert asked == []
-    wrong = steps.compare_sample(setup, tally, 0, ref * 1.5, ref, None, oracle)
-    assert not wrong.ok and asked == [1] and tally.total is not None and not tally.total.ok
+    # A floating output: up front, for the ulp statistics, even when it is bit-identical.
+    assert steps.compare_sample(setup, tally, 0, ref.clone(), ref, None, oracle_of(ref)).ok
+    assert asked == [1] and len(tally.identical_leaves) == 1
+    # An output the statistics cannot measure (integers): only when the plain check fails.
+    ints = (ref * 4).to(torch.int64)
+    assert steps.compare_sample(setup, tally, 0, ints.clone(), ints, None, oracle_of(ints)).ok
+    assert asked == [1]
+    wrong = steps.compare_sample(setup, tally, 0, ints + 1, ints, None, oracle_of(ints))
+    assert not wrong.ok and asked == [1, 1] and tally.total is not None and not tally.total.ok
+
+
+def test_item_numerics_folds_identical_samples_and_judges_the_lean(ctx):
+    setup, tally = setup_for(ctx, "mul", torch.bfloat16)
+    tally.probed = True  # the outputs below are not mul's: no probe for a random CPU
+    hi = torch.linspace(1, 2, 512, dtype=torch.float64) + 2.0 ** -10  # between bfloat16 values
+    steps.compare_sample(setup, tally, 0, hi.bfloat16(), hi.bfloat16(), None, lambda: hi)
+    truncated = ulp.round_toward_zero(hi, torch.bfloat16).bfloat16()
+    steps.compare_sample(setup, tally, 1, truncated, hi.bfloat16(), None, lambda: hi)
+    judged = steps.item_numerics(setup, tally)
+    assert tally.identical_leaves == [] and judged.numerics.device.n == 1024
+    assert not judged.ok and judged.rule == "bias" and "round-toward-zero" in judged.reason
 
 
 def test_run_sample_chains_the_steps(ctx, use_profile):

@@ -11,7 +11,7 @@ import pytest
 from op_db import schema as schema_mod
 from op_db import store as store_mod
 from op_db.errors import InputError
-from op_db.records import Status
+from op_db.records import Result, Status
 from op_db.sample import result, sample_results, write_sample_run
 from op_db.store import Store, open_for_reading
 
@@ -141,3 +141,20 @@ def test_import_run_copies_a_run_in_one_transaction(tmp_path):
         assert store.run(run_id)["options"] == {"run_group": "g"}
         assert store.coverage(run_id) == [("aten.add.Tensor", "direct")]
         assert [r.subject for r in store.results(run_id)] == ["add"]
+
+
+def test_a_schema_1_database_gains_the_numerics_column(tmp_path, monkeypatch):
+    path = tmp_path / "v1.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(schema_mod, "MIGRATIONS", schema_mod.MIGRATIONS[:1])
+        Store.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO runs (started, backend, device) VALUES ('2026-01-01', 'sim', 'sim')")
+        conn.execute("INSERT INTO results (run_id, suite, subject, variant, dtype, mode, status) "
+                     "VALUES (1, 'opinfo', 'mul', 'forward', 'bfloat16', 'eager', 'PASS')")
+    with Store.open(path) as store:
+        (old,) = store.results(1)
+        assert old.numerics == {}
+        store.add_result(1, Result("opinfo", "add", "forward", "bfloat16", "eager", "PASS",
+                                   numerics={"max_ulp": 0.5, "rounding": "nearest-even"}))
+        assert store.results(1)[0].numerics == {"max_ulp": 0.5, "rounding": "nearest-even"}

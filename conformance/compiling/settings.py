@@ -1,0 +1,58 @@
+"""How a run compiles: the torch.compile backend and the options passed through to it.
+
+`CompileSettings` travels in `RunConfig.compile`. The backend is the adapter's own unless
+`--compile-backend` names another (conformance/backends: `neuron` -> "neuron", cpu/cuda/xpu
+-> Inductor, sim -> the sim backend).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from op_db.errors import InputError
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileSettings:
+    backend: str | None = None  # None: the adapter's own
+    fullgraph: bool = False  # a graph break is a failure (dynamo's fullgraph=True)
+    dynamic: bool = False  # mark the batch dimension dynamic and run a second batch size
+    options: tuple[tuple[str, Any], ...] = ()  # the backend's options (torch.compile(options=...))
+
+    @property
+    def options_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"compile_backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic,
+                "compile_options": self.options_dict or None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CompileSettings":
+        options = data.get("compile_options") or {}
+        return cls(backend=data.get("compile_backend"), fullgraph=bool(data.get("fullgraph")),
+                   dynamic=bool(data.get("dynamic")), options=tuple(sorted(options.items())))
+
+
+def parse_compile_options(text: str | None) -> tuple[tuple[str, Any], ...]:
+    """`--compile-options '{"max_autotune": true}'` -> sorted (key, value) pairs."""
+    if not text:
+        return ()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--compile-options must be a JSON object, for example '{{\"max_autotune\": true}}': {exc}.") from None
+    if not isinstance(value, dict):
+        raise InputError("--compile-options must be a JSON object, for example '{\"max_autotune\": true}'.")
+    return tuple(sorted(value.items()))
+
+
+def check_backend(name: str) -> None:
+    """An InputError unless torch.compile knows `name` (sim's backend is registered first)."""
+    import torch._dynamo as dynamo
+
+    known = set(dynamo.list_backends(exclude_tags=())) | {"sim"}  # sim's is registered in its workers
+    if name not in known:
+        raise InputError(f"unknown --compile-backend {name!r}; torch.compile knows: {', '.join(sorted(known))}.")
