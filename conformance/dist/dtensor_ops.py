@@ -29,10 +29,10 @@ from torch.utils import _pytree as pytree
 
 from conformance.config import WorkerContext
 from conformance.planning import OpsOptions
+from conformance.dist.plan import DTENSOR_PREFIX as PREFIX
+from conformance.dist.plan import DistOptions
 from op_db.records import Result, Status, WorkItem
 
-PREFIX = "dtensor."
-PLACEMENTS = ("shard0", "replicate", "partial")
 _OPINFO_STATE = "opinfo"
 _MESH_STATE = "dtensor-mesh"
 _PROPAGATION_SOURCES = ("torch/distributed/tensor/_sharding_prop.py", "torch/distributed/tensor/_ops/")
@@ -159,7 +159,6 @@ def _opinfo_context(rctx: Any) -> WorkerContext:
 
         _skip_test_case_lookup()
         rctx.state[_OPINFO_STATE] = {op.full_name: op for op in op_db}
-    from conformance.dist.plan import DistOptions
 
     max_samples = rctx.config.options_of(DistOptions).max_samples
     config = rctx.config.with_(device=rctx.device, suite_options=OpsOptions(max_samples=max_samples))

@@ -14,6 +14,9 @@ PARTS = ("collectives", "parity", "streams", "dtensor")
 DEFAULT_PARTS = PARTS[:3]  # DTensor OpInfo runs when --ops asks for it
 PARITY_WAYS = ("single", "ddp", "fsdp2", "fsdp2_tp")
 STREAM_CHECKS = ("order", "synchronize", "event_timing", "device_module")
+# DTensor OpInfo items: subject "dtensor.<OpInfo full name>", variant the input placement.
+DTENSOR_PREFIX = "dtensor."
+PLACEMENTS = ("shard0", "replicate", "partial")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,12 +74,11 @@ def plan(options: DistOptions) -> list[WorkItem]:
 def dtensor_items(options: DistOptions) -> list[WorkItem]:
     """("dist", "dtensor.<op>", placement, dtype, "eager") for each chosen OpInfo op and
     requested dtype its CPU kernel supports."""
-    from conformance.dist.dtensor_ops import PLACEMENTS, PREFIX
     from conformance.opindex import op_index
     from conformance.opinfo.plan import match_ops
 
     index = op_index()
     chosen = set(match_ops([entry["name"] for entry in index], options.ops))
-    return [WorkItem(SUITE, PREFIX + entry["name"], placement, dtype, "eager")
+    return [WorkItem(SUITE, DTENSOR_PREFIX + entry["name"], placement, dtype, "eager")
             for entry in index if entry["name"] in chosen
             for dtype in options.dtypes if dtype in entry["cpu"] for placement in PLACEMENTS]

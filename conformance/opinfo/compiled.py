@@ -9,32 +9,27 @@ CompileWatch; a lowering refused for one op is UNSUPPORTED naming it (compiling/
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from conformance.compiling.failures import observe_failure
 from conformance.numerics import Comparison, compare
 from conformance.opinfo import samples as smp
 
 
-def check_against_eager(setup: Any, tally: Any, eager_sample: Any, run: Any, reference: Any) -> None:
-    """Run the sample eagerly on the device and compare the compiled output with it. Random
+def check_against_eager(setup: Any, tally: Any, run: Any, reference: Any, eager: Callable[[], Any] | None) -> None:
+    """Compare the compiled output with `eager()`, the sample run eagerly on the device. Random
     ops are left out: an extra draw would put the device stream out of step with the CPU's."""
-    from conformance.opinfo import steps
-
-    if tally.kind != "deterministic" or eager_sample is None:
+    if tally.kind != "deterministic" or eager is None:
         return
     try:
-        out = steps.call(setup, tally, setup.op, eager_sample)
-        if setup.backward:
-            out = steps.grads(tally, out, eager_sample, reference.cotangents)
-        eager = smp.to_cpu(out)
+        eager_out = smp.to_cpu(eager())
     except Exception:  # noqa: BLE001 - eager failing where compiled ran is a fact, not this item's error
         tally.eager_failed += 1
         return
-    against = compare(run.output, eager, rtol=setup.rtol, atol=setup.atol)
+    against = compare(run.output, eager_out, rtol=setup.rtol, atol=setup.atol)
     tally.vs_eager = against if tally.vs_eager is None else tally.vs_eager.merge(against)
     if not run.comparison.ok and tally.eager_agrees_with_cpu is None:  # the first failing sample's
-        tally.eager_agrees_with_cpu = compare(eager, reference.output, rtol=setup.rtol, atol=setup.atol).ok
+        tally.eager_agrees_with_cpu = compare(eager_out, reference.output, rtol=setup.rtol, atol=setup.atol).ok
 
 
 def failure_observation(setup: Any, error: BaseException) -> tuple[Any, str]:

@@ -236,6 +236,12 @@ def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangent
     return run
 
 
+def run_eagerly(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangents: list[torch.Tensor] | None) -> Any:
+    """Compile mode's second reference: the op itself, eagerly, on the device copy."""
+    out = call(setup, tally, setup.op, dev_sample)
+    return grads(tally, out, dev_sample, cotangents) if setup.backward else out
+
+
 def retry_with_cpu_arguments(setup: ItemSetup, error: BaseException, index: int, sample: Any,
                              versions: list[int]) -> Any | None:
     """Some sample functions keep an argument on the CPU on purpose (tensor_split's indices);
@@ -371,5 +377,6 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     if setup.compiled and not setup.meta_only:
         from conformance.opinfo.compiled import check_against_eager
 
-        check_against_eager(setup, tally, eager_sample, run, reference)
+        eager = None if eager_sample is None else (lambda: run_eagerly(setup, tally, eager_sample, reference.cotangents))
+        check_against_eager(setup, tally, run, reference, eager)
     return run
