@@ -100,6 +100,12 @@ class _SimInterpreter(torch.fx.Interpreter):
 
     def call_function(self, target, args, kwargs):
         args, kwargs = torch.utils._pytree.tree_map(_cpu_device_to_sim, (args, kwargs))
+        from torch._higher_order_ops.effects import with_effects
+
+        if target is with_effects:  # an effectful op threaded on a token: run the op itself on sim
+            token, op, *rest = args
+            out = op(*rest, **kwargs)
+            return (token, *out) if isinstance(out, tuple) else (token, out)
         return super().call_function(target, args, kwargs)
 
     def get_attr(self, target, args, kwargs):
