@@ -69,7 +69,10 @@ def options_to_dict(options: Any) -> dict[str, Any]:
 
 def options_from_dict(options_type: type, data: dict[str, Any]) -> Any:
     """The options dataclass back from `options_to_dict` output (unknown keys ignored, missing
-    ones default), so a stored run rebuilds its plan on --resume."""
+    ones default), so a stored run rebuilds its plan on --resume. Runs stored before `ops`
+    took a list of modes kept one `mode`: it reads as that one-mode list."""
+    if "modes" not in data and isinstance(data.get("mode"), str):
+        data = {**data, "modes": [data["mode"]]}
     values = {}
     for f in dataclasses.fields(options_type):
         if f.name in data and data[f.name] is not None:

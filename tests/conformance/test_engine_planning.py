@@ -60,6 +60,10 @@ def test_plan_options_round_trip_through_run_options():
     assert options_from_dict(OpsOptions, options_to_dict(options)) == options
 
 
+def test_a_run_stored_with_one_mode_resumes_in_that_mode():
+    assert options_from_dict(OpsOptions, {"ops": ["mul"], "mode": "compile"}).modes == ("compile",)
+
+
 def test_op_index_cache_is_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("NEURON_CHECK_CACHE", str(tmp_path))
     monkeypatch.setattr(opindex, "_index_memo", None)
