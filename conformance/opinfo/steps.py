@@ -334,7 +334,9 @@ def cpu_is_random(setup: ItemSetup, tally: ItemTally, index: int, ref: Any) -> b
         with torch.random.fork_rng(devices=[]):
             sample = make_samples(setup)[index]
             torch.default_generator.manual_seed(setup.seed + RANDOMNESS_PROBE_SEED_OFFSET)
-            again = call(setup, tally, setup.op, sample)
+            # Compiled random ops draw unseeded (`_unseeded_random_ops`): so must the probe.
+            with _unseeded_random_ops() if setup.compiled else contextlib.nullcontext():
+                again = call(setup, tally, setup.op, sample)
     except Exception:
         return False
     if compare(again, ref).ok:
