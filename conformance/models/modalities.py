@@ -234,7 +234,9 @@ def _series(key: str):
         extra = max(_get(config, "lags_sequence", default=[0]) or [0])
         length = context + int(extra)
         channels = int(_get(config, "num_input_channels", "input_size", default=1))
-        shape = (BATCH, length, channels) if channels > 1 or key != "past_time_features" else (BATCH, length)
+        # a univariate series of the probabilistic forecasters (input_size 1) is (batch, time)
+        univariate = getattr(config, "input_size", None) == 1
+        shape = (BATCH, length) if univariate else (BATCH, length, channels)
         if key == "past_time_features":
             shape = (BATCH, length, int(_get(config, "num_time_features", default=1)))
         tensor = torch.randn(shape, generator=_generator(seed + 5))

@@ -23,8 +23,10 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
                  "local_attn_chunk_length": 4, "lsh_attn_chunk_length": 4, "num_buckets": 2},
     # Tiny lfm2_moe needs its layer kinds spelled out: the default (None) fails in the modeling code.
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
-    # Default rope_parameters is empty, but the rotary embedding looks it up by layer type.
-    "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+    # The checkpoints' attention config carries rope_theta, which the attention layers read
+    # and the config class does not define (the full-size default fails alike).
+    # clip_qkv defaults to None, which the attention clamps with unguarded; the checkpoints use 8.
+    "dbrx": {"attn_config": {"rope_theta": 500000.0, "clip_qkv": 8.0}},
     # Recurrent Gemma repeats block_types over the layers; two layers must include attention.
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
     # Zamba ties one shared transformer across its hybrid layers: it needs at least two of them.

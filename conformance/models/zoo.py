@@ -126,6 +126,7 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
     config = config if config is not None else build_config(entry)
     try:
         cls = getattr(transformers, entry.class_name)
+        config = _own_part(cls, config)
         torch.manual_seed(seed)
         try:
             model = cls._from_config(config, attn_implementation=attn, dtype=torch.float32)
@@ -141,6 +142,19 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
     except Exception as exc:  # noqa: BLE001
         raise BuildError(f"model: {type(exc).__name__}: {_first_line(exc)}") from exc
     return model.eval()
+
+
+def _own_part(cls: Any, config: Any) -> Any:
+    """The sub-config of a composite `config` that `cls` is built from, when its own config class
+    is that part's (MusicgenForCausalLM takes the decoder part of a MusicgenConfig); else `config`."""
+    own = getattr(cls, "config_class", None)
+    if own is None or isinstance(config, own):
+        return config
+    for key in getattr(config, "sub_configs", None) or {}:
+        part = getattr(config, key, None)
+        if isinstance(part, own):
+            return part
+    return config
 
 
 def _head_config(cls: Any, config: Any) -> Any | None:
