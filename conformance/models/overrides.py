@@ -42,6 +42,26 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "voxtral": {"audio_token_id": 24},
     # Special-token ids have no defaults (None; the checkpoints give them); the padding mask needs one.
     "esm": {"pad_token_id": 1, "mask_token_id": 32},
+    # to_dict() writes the released layout (an mlp block after each attention block, counts
+    # doubled), which the generic layer cut cannot halve back; four layers re-derive the default
+    # kinds (every fourth full attention) with one input, two recurrent and one output layer.
+    "dory": {"layer_types": None, "num_hidden_layers": 4, "n_input_layers": 1, "n_output_layers": 1,
+             "n_recurrent_layers": None},
+    # The decoder layers read num_key_value_heads, which the config class does not define (the
+    # full-size default fails alike); plain multi-head attention as the checkpoints use.
+    "moonshine_streaming": {"num_key_value_heads": 4},
+    # The default text config is a full Gemma 4 one, which the assistant's validator rejects (full
+    # size too); the checkpoints' text config turns off per-layer inputs, MoE and wide MLPs.
+    "gemma4_assistant": {"text_config": {"hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0,
+                                         "enable_moe_block": False, "use_double_wide_mlp": False}},
+    # The delay pattern has one entry per codebook channel, which the shrink cut to three.
+    "dia": {"delay_pattern": [0, 1, 2]},
+    # The visual and audio code ranges follow each other inside the text vocabulary: tiny
+    # codebooks whose ranges end below the tiny vocabulary's special tokens at its top.
+    "apertus1p5": {"vision_config": {"codebook_size": 16}, "audio_config": {"codebook_size": 16},
+                   "image_token_offset": 64, "audio_token_offset": 80},
+    # The adaptor's validator ties its width to a quarter of the text model's.
+    "fun_asr_nano": {"adaptor_config": {"intermediate_size": 8}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
