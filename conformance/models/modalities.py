@@ -244,6 +244,17 @@ def _series(key: str):
     return build
 
 
+def _region_features(width_key: str, default: int):
+    """Detected-region inputs of vision-language encoders (LXMERT): per image, SEQ_LEN regions
+    of the config's feature width (box features), or of its position width (boxes in 0..1)."""
+    def build(config, model, seed, task):
+        import torch
+
+        width = int(_get(config, width_key, default=default))
+        return torch.rand((BATCH, SEQ_LEN, width), generator=_generator(seed + 8))
+    return build
+
+
 # Forward parameter -> builder(config, model, seed, task).
 BUILDERS: dict[str, Callable[..., Any]] = {
     "input_ids": _tokens,
@@ -259,6 +270,8 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "input_features": _audio("input_features"),
     "input_features_mask": _audio_mask,
     "feature_attention_mask": _audio_mask,
+    "visual_feats": _region_features("visual_feat_dim", 2048),
+    "visual_pos": _region_features("visual_pos_dim", 4),
     "past_values": _series("past_values"),
     "past_time_features": _series("past_time_features"),
     "past_observed_mask": _series("past_observed_mask"),

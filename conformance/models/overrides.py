@@ -60,6 +60,13 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # codebooks whose ranges end below the tiny vocabulary's special tokens at its top.
     "apertus1p5": {"vision_config": {"codebook_size": 16}, "audio_config": {"codebook_size": 16},
                    "image_token_offset": 64, "audio_token_offset": 80},
+    # The thinker's multimodal RoPE reads vision_start_token_id, which only the talker's config
+    # class defines (the full-size default fails alike); an id inside the tiny vocabulary.
+    "qwen2_5_omni_thinker": {"vision_start_token_id": 100},
+    "qwen3_omni_moe_thinker": {"vision_start_token_id": 100},
+    # The layout embedding concatenates six box embeddings of width hidden_size // 6 back to
+    # hidden_size: a width divisible by 6 (and by the heads and the layout channel shrink).
+    "lilt": {"hidden_size": 48},
     # The adaptor's validator ties its width to a quarter of the text model's.
     "fun_asr_nano": {"adaptor_config": {"intermediate_size": 8}},
 }
