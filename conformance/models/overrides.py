@@ -67,6 +67,11 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # The layout embedding concatenates six box embeddings of width hidden_size // 6 back to
     # hidden_size: a width divisible by 6 (and by the heads and the layout channel shrink).
     "lilt": {"hidden_size": 48},
+    # The 1-D box sinusoids are hidden_size // 4 // dim_bbox wide, halved: zero below width 64.
+    "bros": {"hidden_size": 64},
+    # The rotary part of each query head must be as wide as the RoPE the head_dim and the
+    # rotary fraction (1/2) make: split the tiny head of 8 evenly.
+    "mistral4": {"qk_rope_head_dim": 4, "qk_nope_head_dim": 4},
     # The adaptor's validator ties its width to a quarter of the text model's.
     "fun_asr_nano": {"adaptor_config": {"intermediate_size": 8}},
 }
