@@ -298,9 +298,9 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
 
     params = dict(inspect.signature(model.forward).parameters)
     patches = _patch_inputs(model, params, seed)
-    if not patches and not any(name in params for name in MAIN_INPUTS):
-        raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}")
     config = model.config
+    if not patches and not any(name in params for name in MAIN_INPUTS):
+        return _documented_inputs(model, params, seed)
     wanted = [name for name in BUILDERS if name in params
               and (name not in ONLY_WHEN_REQUIRED or name in _required(params))]
     if "input_ids" in wanted and any(k in wanted for k in ("input_values", "input_features")) \
@@ -314,7 +314,38 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
         from conformance.models.tokens import DECODER_LEN, token_ids
 
         inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
+    inputs.update(_documented(model, config, _required(params) - set(inputs), seed))
     missing = _required(params) - set(inputs)
     if missing:
         raise MissingInputBuilder(f"{type(model).__name__}.forward requires {', '.join(sorted(missing))}")
+    return inputs
+
+
+# Documented arguments left to the model even where a forward has no other input: it derives them.
+DERIVED = frozenset({"position_ids", "cache_position", "past_key_values", "cache", "labels", "head_mask",
+                     "inputs_embeds", "decoder_inputs_embeds"})
+
+
+def _documented(model: Any, config: Any, names: set[str], seed: int) -> dict[str, Any]:
+    from conformance.models.documented import documented_input, documented_tensors
+
+    documented = documented_tensors(model.forward)
+    return {name: documented_input(documented[name], config, seed) for name in sorted(names) if name in documented}
+
+
+def _documented_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
+    """Inputs of a forward that takes none of MAIN_INPUTS (trajectories, latents, embeddings):
+    every documented tensor it requires, and the optional ones it reads (not masks, not what the
+    model derives)."""
+    from conformance.models.documented import documented_tensors
+
+    required = _required(params)
+    documented = documented_tensors(model.forward)
+    wanted = {name for name in documented if name in params
+              and (name in required or ("mask" not in name and name not in DERIVED))}
+    inputs = _documented(model, model.config, wanted, seed)
+    if not inputs or required - set(inputs):
+        raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}"
+                                  + (f" and documents no shape for {', '.join(sorted(required - set(inputs)))}"
+                                     if required - set(inputs) else ""))
     return inputs

@@ -1,0 +1,66 @@
+"""Inputs built from the shapes a forward documents, for forwards whose main input no rule in
+`modalities.py` knows (trajectories, latents, query or noise embeddings, forecast paddings).
+
+Transformers documents each forward argument as "name (`torch.Tensor` of shape `(batch_size,
+hidden_size, frames)`)". Each dimension name becomes a size: `batch_size` the batch, a number
+itself, a field of the model's config (or of one of its sub-configs) its value, any other name
+(a length: `sequence_length`, `frames`, `episode_length`) the tiny sequence length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+BATCH = 2
+SEQ_LEN = 8
+# "name (`torch.LongTensor` of shape `(batch_size, sequence_length)`"
+DOCUMENTED_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)` of shape `\(([^)]*)\)`", re.M)
+
+
+@dataclasses.dataclass(frozen=True)
+class DocumentedTensor:
+    name: str
+    type_name: str  # e.g. "torch.LongTensor"
+    dims: tuple[str, ...]
+
+    @property
+    def integral(self) -> bool:
+        return "Long" in self.type_name or "Int" in self.type_name or "Bool" in self.type_name
+
+
+def documented_tensors(forward: Any) -> dict[str, DocumentedTensor]:
+    """The tensor arguments `forward`'s docstring gives a shape for, by name."""
+    found: dict[str, DocumentedTensor] = {}
+    for name, type_name, dims in DOCUMENTED_ARG.findall(getattr(forward, "__doc__", None) or ""):
+        if "Tensor" in type_name:
+            found.setdefault(name, DocumentedTensor(name, type_name, tuple(d.strip() for d in dims.split(",")
+                                                                              if d.strip())))
+    return found
+
+
+def _size(dim: str, config: Any) -> int:
+    if dim == "batch_size":
+        return BATCH
+    if dim.isdigit():
+        return int(dim)
+    for cfg in (config, *(getattr(config, key, None) for key in getattr(config, "sub_configs", {}) or {})):
+        value = getattr(cfg, dim, None) if cfg is not None else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return SEQ_LEN
+
+
+def documented_input(tensor: DocumentedTensor, config: Any, seed: int):
+    """A tensor of the documented shape: masks all ones (every position valid), paddings all
+    zeros (none padded), other integer tensors zeros (the first step, frequency or class, always
+    in range), float tensors standard normal from a private generator."""
+    import torch
+
+    shape = tuple(_size(dim, config) for dim in tensor.dims)
+    if "mask" in tensor.name:
+        return torch.ones(shape, dtype=torch.long)
+    if tensor.integral or "padding" in tensor.name:
+        return torch.zeros(shape, dtype=torch.long if tensor.integral else torch.float32)
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed + 9))
