@@ -40,16 +40,26 @@ def documented_tensors(forward: Any) -> dict[str, DocumentedTensor]:
     return found
 
 
-def _size(dim: str, config: Any) -> int:
+# Audio features span more frames than a text sequence: encoders subsample them by up to 8.
+AUDIO_FRAMES = 64
+# Generic dimension names and the config fields that size them, first found wins.
+DIM_FIELDS: dict[str, tuple[str, ...]] = {
+    "feature_dim": ("feature_projection_input_dim", "num_mel_bins", "input_feat_per_channel", "feature_size"),
+}
+
+
+def _size(dim: str, config: Any, length: int) -> int:
     if dim == "batch_size":
         return BATCH
     if dim.isdigit():
         return int(dim)
-    for cfg in (config, *(getattr(config, key, None) for key in getattr(config, "sub_configs", {}) or {})):
-        value = getattr(cfg, dim, None) if cfg is not None else None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return SEQ_LEN
+    configs = (config, *(getattr(config, key, None) for key in getattr(config, "sub_configs", {}) or {}))
+    for field in DIM_FIELDS.get(dim, (dim,)):
+        for cfg in configs:
+            value = getattr(cfg, field, None) if cfg is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return length
 
 
 def documented_input(tensor: DocumentedTensor, config: Any, seed: int):
@@ -58,7 +68,8 @@ def documented_input(tensor: DocumentedTensor, config: Any, seed: int):
     in range), float tensors standard normal from a private generator."""
     import torch
 
-    shape = tuple(_size(dim, config) for dim in tensor.dims)
+    length = AUDIO_FRAMES if tensor.name.startswith(("input_features", "feature_attention")) else SEQ_LEN
+    shape = tuple(_size(dim, config, length) for dim in tensor.dims)
     if "mask" in tensor.name:
         return torch.ones(shape, dtype=torch.long)
     if tensor.integral or "padding" in tensor.name:

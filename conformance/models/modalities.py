@@ -199,12 +199,16 @@ def _audio(key: str):
         import torch
 
         features, waves = _extractor_features(config, model, seed)
-        if features is None:
-            if key == "input_values":
-                return torch.from_numpy(np.stack(waves))
-            raise MissingInputBuilder(f"{type(model).__name__} takes {key} but the type has no feature extractor")
-        if key not in features:
-            raise MissingInputBuilder(f"the feature extractor of {type(model).__name__} makes no {key}")
+        if features is None and key == "input_values":
+            return torch.from_numpy(np.stack(waves))
+        if features is None or key not in features:
+            # no extractor, or one for another input (wav2vec2-bert maps to the raw-waveform one):
+            # features of the shape the forward documents
+            documented = _documented(model, config, {key}, seed)
+            if key in documented:
+                return documented[key]
+            maker = "the type has no feature extractor" if features is None else "its feature extractor makes none"
+            raise MissingInputBuilder(f"{type(model).__name__} takes {key} but {maker}")
         return features[key].float()
     return build
 
@@ -216,6 +220,9 @@ def _audio_mask(config, model, seed, task):
 
     features, _ = _extractor_features(config, model, seed)
     if features is None or "input_features" not in features:
+        documented = _documented(model, config, {"input_features_mask", "feature_attention_mask"}, seed)
+        if documented:  # beside documented features (see _audio)
+            return next(iter(documented.values()))
         raise MissingInputBuilder(f"no feature extractor of {type(model).__name__} makes features to mask")
     mask = next((features[k] for k in ("input_features_mask", "attention_mask", "feature_attention_mask")
                  if k in features), None)
@@ -306,6 +313,8 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     if "input_ids" in wanted and any(k in wanted for k in ("input_values", "input_features")) \
             and "input_ids" not in _required(params) and not _has_audio_tokens(config):
         wanted.remove("input_ids")  # speech models that also accept text take audio first
+    if "input_values" in wanted and "input_features" in wanted:
+        wanted.remove("input_features")  # an encoder-decoder takes either (not both): the waveform
     inputs = {name: BUILDERS[name](config, model, seed, task) for name in wanted if name not in patches}
     inputs.update(patches)
     if "input_ids" in inputs and "attention_mask" in params:
