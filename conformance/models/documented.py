@@ -75,3 +75,18 @@ def documented_input(tensor: DocumentedTensor, config: Any, seed: int):
     if tensor.integral or "padding" in tensor.name:
         return torch.zeros(shape, dtype=torch.long if tensor.integral else torch.float32)
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed + 9))
+
+
+def stacked_rows(model: Any, name: str) -> int:
+    """Rows per sample of the token tensor `name`: k where the forward documents its first
+    dimension as `batch_size * k` (Musicgen decoders stack one row per codebook), else 1."""
+    if model is None:
+        return 1
+    tensor = documented_tensors(model.forward).get(name)
+    if tensor is None or not tensor.dims or "*" not in tensor.dims[0]:
+        return 1
+    rows = 1
+    for factor in (f.strip() for f in tensor.dims[0].split("*")):
+        if factor != "batch_size":
+            rows *= _size(factor, model.config, 1)
+    return rows

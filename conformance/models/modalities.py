@@ -53,7 +53,10 @@ def _side(value: Any) -> tuple[int, int]:
 def _tokens(config, model, seed, task):
     from conformance.models.tokens import token_ids
 
-    shape = (BATCH, CHOICES, SEQ_LEN) if task == "multiple-choice" else (BATCH, SEQ_LEN)
+    from conformance.models.documented import stacked_rows
+
+    rows = BATCH * stacked_rows(model, "input_ids")
+    shape = (BATCH, CHOICES, SEQ_LEN) if task == "multiple-choice" else (rows, SEQ_LEN)
     return token_ids(config, shape, seed)
 
 
@@ -322,7 +325,10 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
         from conformance.models.tokens import DECODER_LEN, token_ids
 
-        inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
+        from conformance.models.documented import stacked_rows
+
+        rows = BATCH * stacked_rows(model, "decoder_input_ids")
+        inputs["decoder_input_ids"] = token_ids(config, (rows, DECODER_LEN), seed + 3)
     inputs.update(_documented(model, config, _required(params) - set(inputs), seed))
     missing = _required(params) - set(inputs)
     if missing:
