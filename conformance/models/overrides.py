@@ -12,6 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+def _chameleon_vocabulary(codes: int, first_id: int, image_id: int) -> dict[str, int]:
+    """A Chameleon vocabulary map: "<image>" and one "IMGIMG<code in letters>Z" token per VQ code
+    (digits spelled A..J, as the released vocabularies name them), at consecutive ids."""
+    names = {"IMGIMG" + "".join(chr(ord("A") + int(d)) for d in str(code)) + "Z": first_id + code
+             for code in range(codes)}
+    return {"<image>": image_id, **names}
+
+
 # model_type -> keyword arguments applied on top of the shrunk config.
 CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # Block-sparse attention needs seq_len > (5 + 2 * num_random_blocks) * block_size;
@@ -72,6 +80,10 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # The rotary part of each query head must be as wide as the RoPE the head_dim and the
     # rotary fraction (1/2) make: split the tiny head of 8 evenly.
     "mistral4": {"qk_rope_head_dim": 4, "qk_nope_head_dim": 4},
+    # The vocabulary map comes with the checkpoint (None by default, which the model cannot
+    # build from, full size too): a tiny VQ codebook whose codes map into the tiny vocabulary.
+    "chameleon": {"vq_config": {"num_embeddings": 16, "resolution": 64, "base_channels": 32, "embed_dim": 32,
+                                "latent_channels": 32}, "vocabulary_map": _chameleon_vocabulary(16, 100, 99)},
     # The adaptor's validator ties its width to a quarter of the text model's.
     "fun_asr_nano": {"adaptor_config": {"intermediate_size": 8}},
 }
