@@ -30,13 +30,22 @@ class DocumentedTensor:
         return "Long" in self.type_name or "Int" in self.type_name or "Bool" in self.type_name
 
 
-def documented_tensors(forward: Any) -> dict[str, DocumentedTensor]:
-    """The tensor arguments `forward`'s docstring gives a shape for, by name."""
+# Undocumented arguments whose names say they are a sequence of the model's hidden states.
+HIDDEN_SUFFIXES = ("_embeds", "hidden_states")
+
+
+def documented_tensors(forward: Any, required: frozenset[str] = frozenset()) -> dict[str, DocumentedTensor]:
+    """The tensor arguments `forward`'s docstring gives a shape for, by name; a `required`
+    argument it leaves undocumented that is named as embeddings or hidden states
+    (Blip2QFormer's query_embeds) is a (batch, length, hidden_size) sequence."""
     found: dict[str, DocumentedTensor] = {}
     for name, type_name, dims in DOCUMENTED_ARG.findall(getattr(forward, "__doc__", None) or ""):
         if "Tensor" in type_name:
             found.setdefault(name, DocumentedTensor(name, type_name, tuple(d.strip() for d in dims.split(",")
                                                                               if d.strip())))
+    for name in sorted(required - set(found)):
+        if name.endswith(HIDDEN_SUFFIXES):
+            found[name] = DocumentedTensor(name, "torch.FloatTensor", ("batch_size", "sequence_length", "hidden_size"))
     return found
 
 

@@ -344,7 +344,7 @@ DERIVED = frozenset({"position_ids", "cache_position", "past_key_values", "cache
 def _documented(model: Any, config: Any, names: set[str], seed: int) -> dict[str, Any]:
     from conformance.models.documented import documented_input, documented_tensors
 
-    documented = documented_tensors(model.forward)
+    documented = documented_tensors(model.forward, frozenset(_required(dict(inspect.signature(model.forward).parameters))))
     return {name: documented_input(documented[name], config, seed) for name in sorted(names) if name in documented}
 
 
@@ -355,7 +355,7 @@ def _documented_inputs(model: Any, params: dict[str, inspect.Parameter], seed: i
     from conformance.models.documented import documented_tensors
 
     required = _required(params)
-    documented = documented_tensors(model.forward)
+    documented = documented_tensors(model.forward, frozenset(required))
     wanted = {name for name in documented if name in params
               and (name in required or ("mask" not in name and name not in DERIVED))}
     inputs = _documented(model, model.config, wanted, seed)

@@ -84,6 +84,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # build from, full size too): a tiny VQ codebook whose codes map into the tiny vocabulary.
     "chameleon": {"vq_config": {"num_embeddings": 16, "resolution": 64, "base_channels": 32, "embed_dim": 32,
                                 "latent_channels": 32}, "vocabulary_map": _chameleon_vocabulary(16, 100, 99)},
+    # The Q-Former alone cross-attends to image features of encoder_hidden_size (the vision
+    # tower's width, 1408, absent here): as wide as the tiny hidden states it is given.
+    "blip_2_qformer": {"encoder_hidden_size": 32},
     # The adaptor's validator ties its width to a quarter of the text model's.
     "fun_asr_nano": {"adaptor_config": {"intermediate_size": 8}},
 }
