@@ -119,6 +119,9 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     in input_ids so that they match its vision features."""
     import torch
 
+    if task == "image-classification" and model is not None \
+            and "pixel_values" not in inspect.signature(model.forward).parameters:
+        task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
     if task not in LEGACY_TASKS:
         from conformance.models.modalities import signature_inputs
 

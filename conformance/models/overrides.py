@@ -87,6 +87,12 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # The Q-Former alone cross-attends to image features of encoder_hidden_size (the vision
     # tower's width, 1408, absent here): as wide as the tiny hidden states it is given.
     "blip_2_qformer": {"encoder_hidden_size": 32},
+    # The config rounds the query/key and value widths up to multiples of 64, the modeling code
+    # does not: they agree only for a width whose half is a multiple of 64.
+    "xlstm": {"hidden_size": 128, "embedding_dim": 128},
+    # The sequence classifier shifts labels into decoder inputs from decoder_start_token_id, which
+    # the default config leaves unset (the checkpoints start decoding at the pad id, 0).
+    "t5": {"decoder_start_token_id": 0},
     # The adaptor's validator ties its width to a quarter of the text model's.
     "fun_asr_nano": {"adaptor_config": {"intermediate_size": 8}},
 }
