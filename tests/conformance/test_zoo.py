@@ -85,6 +85,15 @@ def test_a_fault_in_an_audio_model_is_caught(models_ctx, use_profile):
     assert result.divergence and "wav2vec2" in result.divergence
 
 
+def test_a_fault_in_a_model_fed_documented_inputs_is_caught(models_ctx, use_profile):
+    # musicgen's decoder takes a row per codebook (documented as batch_size * num_codebooks)
+    use_profile({"name": "gelu-scale",
+                 "faults": [{"op": "aten.gelu.default", "dtype": "float32", "kind": "scale", "value": 1.05}]})
+    result = run(models_ctx, "musicgen")
+    assert result.status is Status.MISMATCH
+    assert result.divergence and "musicgen" in result.divergence.lower()
+
+
 def test_a_pair_without_an_input_builder_is_a_ref_error(models_ctx):
     result = run(models_ctx, "bark")  # its forward takes one undocumented `input`
     assert result.status is Status.REF_ERROR
