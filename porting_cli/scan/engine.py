@@ -1,13 +1,11 @@
 """Reading, parsing and running the rule families over one file.
 
-Speed: libcst is thorough but slow (a few thousand lines per second), and most
-lines of a training script have nothing to do with CUDA. So the scanner first
-parses the file with the standard library's ``ast`` (fast, and the source of
-syntax errors), finds the lines that match a trigger of some rule family (or
-use a name imported from a CUDA-related module), and replaces every statement
-that contains no such line by ``pass`` plus blank lines. Line and column
-numbers stay the same, and libcst then only builds the statements that matter.
-``reduce=False`` turns this off (the fixer uses the full tree).
+Everything runs on the standard library's ``ast`` tree: one parse (also the source of syntax
+errors), the data flow (porting_cli/scan/dataflow.py), then one traversal that runs every
+family's handlers (porting_cli/scan/traverse.py). Most lines of a training script have
+nothing to do with CUDA, so the scanner first finds the lines that match a trigger of some
+rule family (or use a name imported from a CUDA-related module) and the traversal skips every
+statement that touches none of them. ``reduce=False`` turns this off.
 """
 
 from __future__ import annotations
@@ -17,12 +15,9 @@ import bisect
 import dataclasses
 import re
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
-
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
-from .base import Context, ContextVisitor, Dispatcher, prelude_names
+from .base import Context, prelude_names
 from .cuda_api import CudaApiVisitor
 from .dataflow import INDEX, STRING, device_flow
 from .device import DevicePlacementVisitor
@@ -31,9 +26,11 @@ from .dtypes import Float64Visitor
 from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
-from .model import Finding, ScanError
+from .model import Finding
+from .nodes import SourceText
 from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
+from .traverse import Traversal
 
 FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor, BackendFlagsVisitor,
             DistributedVisitor, StreamsVisitor, KernelsVisitor, Float64Visitor, HuggingFaceVisitor,
@@ -116,54 +113,6 @@ def _start(stmt: ast.stmt) -> tuple[int, int]:
     return stmt.lineno, stmt.col_offset
 
 
-def reduce_source(lines: list[str], tree: ast.Module, candidates: list[int]) -> list[tuple[int, str]]:
-    """Chunks ``(line offset, text)`` of the source that can hold findings.
-
-    A chunk is a run of top-level statements that touch a candidate line; in it
-    every nested statement that touches none is made ``pass`` plus blank lines,
-    so that positions in the chunk plus the offset are positions in the file.
-    """
-    out = list(lines)
-    ranges: list[list[int]] = []
-
-    def touches(first: int, last: int) -> bool:
-        i = bisect.bisect_left(candidates, first)
-        return i < len(candidates) and candidates[i] <= last
-
-    def newline(line: str) -> str:
-        return line[len(line.rstrip("\r\n")):]
-
-    def walk(body: list[ast.stmt]) -> None:
-        prev_end = 0
-        for i, stmt in enumerate(body):
-            first, col = _start(stmt)
-            last = stmt.end_lineno or first
-            if touches(first, last):
-                for block in iter_blocks(stmt):
-                    walk(block)
-            else:
-                next_first = _start(body[i + 1])[0] if i + 1 < len(body) else None
-                line = lines[first - 1]
-                alone = (line[:col].strip() == "" and prev_end < first
-                         and (next_first is None or next_first > last))
-                if alone:
-                    indent = line[:len(line) - len(line.lstrip())]
-                    out[first - 1] = indent + "pass" + newline(line)
-                    for n in range(first, last):
-                        out[n] = newline(lines[n])
-            prev_end = last
-
-    for stmt in tree.body:
-        first, last = _start(stmt)[0], stmt.end_lineno or stmt.lineno
-        if touches(first, last):
-            if ranges and first <= ranges[-1][1] + 1:
-                ranges[-1][1] = max(ranges[-1][1], last)
-            else:
-                ranges.append([first, last])
-    walk(tree.body)
-    return [(first - 1, "".join(out[first - 1:last])) for first, last in ranges]
-
-
 def bound_names(tree: ast.Module) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -209,7 +158,6 @@ class Analysis:
     """A parsed file and what the rule families found in it."""
 
     text: str
-    module: cst.Module | None  # the tree libcst parsed: the whole file, or its chunks (``reduce``)
     ctx: Context | None
     findings: list[Finding]
     lines: int
@@ -221,7 +169,8 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     """Parse ``text`` and run every rule family; ``device_name`` (default: a free name) is
     what the fixes call the device."""
     tree = parse_python(text, path)
-    lines = split_lines(text.removeprefix("\ufeff"))
+    body = text.removeprefix("\ufeff")
+    lines = split_lines(body)
     aliases = collect_imports(tree)
     skip = prelude_lines(tree, lines)
     flow = device_flow(tree, aliases, lines)
@@ -230,30 +179,13 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     found.update(flow.fused_lines | flow.amp_wrapper_calls)
     candidates = sorted(found - skip)
     if not candidates:
-        return Analysis(text, None, None, [], len(lines), tree)
-    ctx = Context(path, lines, aliases, device_name or choose_device_name(tree, skip), flow, skip)
-    if reduce:  # the chunks, one after the other, as one module
-        parts, starts, offsets, line = [], [], [], 1
-        for offset, chunk in reduce_source(lines, tree, candidates):
-            if not chunk.endswith(("\n", "\r")):
-                chunk += "\n"
-            parts.append(chunk)
-            starts.append(line)
-            offsets.append(offset + 1 - line)
-            line += len(split_lines(chunk))
-        ctx.chunk_starts, ctx.chunk_offsets = starts, offsets
-        source = "".join(parts)
-    else:
-        source = text
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as e:  # what ast accepts but libcst does not
-        raise ScanError(f"{path}:{ctx.file_line(e.raw_line)}: syntax error: {e.message}.") from None
+        return Analysis(text, None, [], len(lines), tree)
+    ctx = Context(path, SourceText(body, lines), tree, aliases, device_name or choose_device_name(tree, skip),
+                  flow, skip)
     families = [family(ctx) for family in FAMILIES]
-    ctx.positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    module.visit(Dispatcher([ContextVisitor(ctx, families), *families]))
+    Traversal(ctx, families, candidates if reduce else None).run(tree)
     findings = sorted(ctx.findings, key=Finding.sort_key)
-    return Analysis(text, module, ctx, findings, len(lines), tree)
+    return Analysis(text, ctx, findings, len(lines), tree)
 
 
 _memo: dict[tuple, Analysis] = {}
