@@ -8,7 +8,7 @@ the findings (as JSON), the fixed text and the syntax error if any, with the ``p
     PYTHONPATH=/path/to/old python benchmarks/scan_parity.py --record /tmp/old.json
     PYTHONPATH=$PWD python benchmarks/scan_parity.py --compare /tmp/old.json
 
-The corpus: the synthetic scripts of benchmarks/scan_throughput.py at several CUDA shares,
+The corpus: the layouts of benchmarks/scan_parity_cases.py, the synthetic scripts of benchmarks/scan_throughput.py at several CUDA shares,
 examples/, the scripts and fixtures under tests/porting_cli, and every string literal in
 tests/porting_cli/test_*.py that parses as Python (the rule and fix tests' snippets). All of
 it is this project's own code. Exit status 1 when any file differs.
@@ -25,6 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
+from scan_parity_cases import EDGE_CASES  # noqa: E402
 from scan_throughput import make_source  # noqa: E402
 
 TESTS = REPO / "tests" / "porting_cli"
@@ -45,7 +46,7 @@ def snippets(path: Path) -> dict[str, str]:
 
 
 def corpus() -> dict[str, str]:
-    files: dict[str, str] = {}
+    files: dict[str, str] = dict(EDGE_CASES)
     for lines, share in ((1500, 0.25), (600, 0.1), (300, 0.6)):
         files[f"generated-{lines}-{share}"] = make_source(lines, share)
     for folder in (REPO / "examples", TESTS / "fixtures", TESTS / "scripts"):
@@ -65,6 +66,8 @@ def outcome(name: str, text: str) -> dict:
         fixed = fix_source(text, name).new_text
     except ScanError as e:
         return {"error": str(e)}
+    except Exception as e:  # noqa: BLE001 - a crash is an outcome to compare too
+        return {"crash": f"{type(e).__name__}: {e}"}
     return {"findings": findings, "fixed": fixed}
 
 
@@ -88,7 +91,7 @@ def main(argv=None) -> int:
     for name in differ:
         old, new = before.get(name, {}), now.get(name, {})
         print(f"DIFFERS {name}")
-        for key in ("error", "findings", "fixed"):
+        for key in ("error", "crash", "findings", "fixed"):
             if old.get(key) != new.get(key):
                 print(f"  {key}:\n    before: {old.get(key)!r}\n    after:  {new.get(key)!r}")
     print(f"{len(now) - len(differ)} of {len(before.keys() | now.keys())} files identical")

@@ -65,7 +65,7 @@ class AmpVisitor(ReferenceFamily):
                 pos = start
         out.append(view.between(pos, parts.close))
         out.append(")")
-        return "".join(out)
+        return view.keep_parens(call, "".join(out))
 
 
 def _module_span(source, node: ast.ImportFrom) -> tuple[int, int]:

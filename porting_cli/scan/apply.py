@@ -34,21 +34,36 @@ class _Splice:
 
 
 class View:
-    """The text of the nodes under one edit, with the edits inside them made."""
+    """The text of the nodes under one edit, with the edits inside them made.
+
+    An edit replaces its node with the parentheses that group it (``(x)``), as the node's
+    text includes them; ``keep_parens`` puts them back around code that only changes the
+    node (a renamed callee), ``span`` is the node without them.
+    """
 
     def __init__(self, rewriter: _Rewriter, splice: _Splice):
         self._rewriter = rewriter
         self._splice = splice
 
     def text(self, node: ast.AST) -> str:
-        return self._rewriter.render(self._rewriter.key(node), inclusive=node is not self._splice.node)
+        start, end = self.outer(node)
+        return self.between(start, end)
 
     def between(self, start: int, end: int) -> str:
         """Text from offset ``start`` to ``end``, with the edits inside it made."""
-        return self._rewriter.render((start, -end, -1), inclusive=True)
+        return self._rewriter.render(start, end, exclude=self._splice)
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         return self._rewriter.ctx.source.span(node)
+
+    def outer(self, node: ast.AST) -> tuple[int, int]:
+        return self._rewriter.ctx.source.outer_span(node)
+
+    def keep_parens(self, node: ast.AST, code: str) -> str:
+        start, end = self.span(node)
+        outer_start, outer_end = self.outer(node)
+        text = self.source_text.text
+        return text[outer_start:start] + code + text[end:outer_end]
 
     @property
     def source_text(self) -> SourceText:
@@ -64,7 +79,7 @@ class _Rewriter:
         self.done: dict[int, str] = {}
 
     def key(self, node: ast.AST) -> tuple[int, int, int]:
-        start, end = self.ctx.source.span(node)
+        start, end = self.ctx.source.outer_span(node)
         return start, -end, 0 if isinstance(node, ast.stmt) else 1
 
     def replacement(self, index: int) -> str:
@@ -74,18 +89,17 @@ class _Rewriter:
             found = self.done[index] = splice.edit(View(self, splice))
         return found
 
-    def render(self, key: tuple[int, int, int], inclusive: bool) -> str:
-        """The text of the span ``key`` with the edits inside it made (with the edit of the span
-        itself when ``inclusive``)."""
-        start, end = key[0], -key[1]
+    def render(self, start: int, end: int, exclude: _Splice | None = None) -> str:
+        """The text from ``start`` to ``end`` with the edits inside it made (but ``exclude``,
+        the edit asking)."""
         text = self.ctx.source.text
-        i = bisect.bisect_left(self.keys, key) if inclusive else bisect.bisect_right(self.keys, key)
+        i = bisect.bisect_left(self.keys, (start, -end, -1))
         out, pos = [], start
         while i < len(self.splices):
             splice = self.splices[i]
             if splice.start >= end:
                 break
-            if splice.start >= pos and splice.end <= end:
+            if splice.start >= pos and splice.end <= end and splice is not exclude:
                 out.append(text[pos:splice.start])
                 out.append(self.replacement(i))
                 pos = splice.end
@@ -98,7 +112,7 @@ def apply_edits(analysis: Analysis) -> tuple[str, set[str]]:
     """The fixed text (without the prelude) and the prelude parts it needs."""
     ctx = analysis.ctx
     rewriter = _Rewriter(ctx)
-    body = rewriter.render((0, -len(ctx.source.text), -1), inclusive=True)
+    body = rewriter.render(0, len(ctx.source.text))
     for index in range(len(rewriter.splices)):  # an edit inside a replaced node still asks for its prelude
         rewriter.replacement(index)
     bom = analysis.text[:len(analysis.text) - len(analysis.text.removeprefix("\ufeff"))]

@@ -117,7 +117,39 @@ class Context:
         """``if torch.accelerator.is_available():`` around a statement alone on its line."""
         line = self.lines[stmt.lineno - 1]
         indent = line[:len(line) - len(line.lstrip())]
-        return f"if {GUARD}:{self.source.first_newline()}{indent}{self.default_indent()}{code}"
+        step = self.default_indent()
+        if "\n" in code or "\r" in code:
+            code = _deeper_continuations(code, indent, step)
+        return f"if {GUARD}:{self.source.first_newline()}{indent}{step}{code}"
+
+
+def _deeper_continuations(code: str, indent: str, step: str) -> str:
+    """``code`` with each line that continues inside brackets one ``step`` deeper, as a
+    statement moved into a new block reads (lines inside a string or after a backslash stay)."""
+    import io
+    import tokenize
+
+    from .source import split_lines
+
+    lines = split_lines(code)
+    bracketed: set[int] = set()  # 0-based lines that start inside brackets
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+            elif token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT) and depth > 0:
+                bracketed.add(token.end[0])  # the next line (tokenize rows are 1-based)
+    except (tokenize.TokenError, IndentationError, SyntaxError):  # pragma: no cover - ast parsed it
+        return code
+    out = [lines[0]]
+    for n, line in enumerate(lines[1:], start=1):
+        if n in bracketed and line.strip() and line.startswith(indent):
+            line = indent + step + line[len(indent):]
+        out.append(line)
+    return "".join(out)
 
 
 def guarded(code: str, default: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .nodes import SourceText, call_arguments
+from .nodes import SourceText, skip_space, call_arguments
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,34 +25,18 @@ class CallText:
     after: tuple[int, ...]                  # offset of the comma after each argument (close: none)
 
 
-def _skip_space(text: str, i: int, step: int) -> int:
-    while 0 <= i < len(text) and text[i] in " \t\r\n\f\\":
-        i += step
-    return i
-
-
 def call_text(source: SourceText, call: ast.Call) -> CallText:
     text = source.text
-    _, func_end = source.span(call.func)
+    _, func_end = source.outer_span(call.func)
     _, end = source.span(call)
     opening = text.find("(", func_end)
     close = end - 1
-    args = []
-    for arg in call_arguments(call):
-        start, stop = source.span(arg)
-        while True:  # parentheses around an argument belong to it
-            before = _skip_space(text, start - 1, -1)
-            after = _skip_space(text, stop, 1)
-            if before > opening and after < close and text[before] == "(" and text[after] == ")":
-                start, stop = before, after + 1
-            else:
-                break
-        args.append((arg, start, stop))
+    args = [(arg, *source.outer_span(arg)) for arg in call_arguments(call)]
     after = []
     for _, _, stop in args:
-        i = _skip_space(text, stop, 1)
+        i = skip_space(text, stop, 1)
         while i < close and text[i] == "#":  # a comment before the comma
-            i = _skip_space(text, text.find("\n", i), 1)
+            i = skip_space(text, text.find("\n", i), 1)
         after.append(i if i < close and text[i] == "," else close)
     return CallText(func_end, opening, close, tuple(args), tuple(after))
 
@@ -63,10 +47,11 @@ def rebuilt_call(view, call: ast.Call, func: str | None, new: list[str], kept: l
     source = view.source_text
     parts = call_text(source, call)
     text = source.text
-    if func is None or func.startswith("."):
+    if func is None:
         callee = view.text(call.func)
-        if func is not None:
-            callee = callee[:len(callee) - len(call.func.attr)] + func[1:]
+    elif func.startswith("."):  # the method renamed, the rest of the callee as written
+        inner = view.between(*view.span(call.func))
+        callee = view.keep_parens(call.func, inner[:len(inner) - len(call.func.attr)] + func[1:])
     else:
         callee = func
     first = parts.args[0][1] if parts.args else parts.close
@@ -78,7 +63,8 @@ def rebuilt_call(view, call: ast.Call, func: str | None, new: list[str], kept: l
             spaces.append(text[stop:parts.close] if comma == parts.close else "")  # no trailing comma
     body = "".join(piece + (", " if i < len(pieces) - 1 else "") + space
                    for i, (piece, space) in enumerate(zip(pieces, spaces)))
-    return (callee + text[parts.func_end:parts.open + 1] + text[parts.open + 1:first] + body + ")")
+    return view.keep_parens(call, callee + text[parts.func_end:parts.open + 1] + text[parts.open + 1:first]
+                            + body + ")")
 
 
 def arguments_text(view, call: ast.Call) -> str:

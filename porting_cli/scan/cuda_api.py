@@ -147,5 +147,5 @@ class CudaApiVisitor(ReferenceFamily):
 def view_with_func(view, call: ast.Call, func: str) -> str:
     """``call`` with its callee replaced by ``func`` and the rest as written."""
     _, end = view.span(call)
-    _, func_end = view.span(call.func)
-    return func + view.between(func_end, end)
+    _, func_end = view.outer(call.func)
+    return view.keep_parens(call, func + view.between(func_end, end))

@@ -112,15 +112,16 @@ class DevicePlacementVisitor(ReferenceFamily):
     def _fix_built(self, view, node: ast.AST) -> str:
         start, end = view.span(node)
         if isinstance(node, ast.JoinedStr):
-            text = view.text(node)
+            text = view.between(start, end)
             cut = len(text) - len(text.lstrip("rRfF"))
             quote = 3 if text[cut:cut + 3] in ('"""', "'''") else 1
             at = cut + quote
-            return text[:at] + "{" + self.ctx.device_type() + "}" + text[at + len("cuda"):]
+            return view.keep_parens(node, text[:at] + "{" + self.ctx.device_type() + "}" + text[at + len("cuda"):])
         part = node.left if isinstance(node, ast.BinOp) else node.func.value
-        p_start, p_end = view.span(part)
+        p_start, p_end = view.outer(part)
         bare = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)
-        return view.between(start, p_start) + self._typed_prefix(part, bare) + view.between(p_end, end)
+        code = view.between(start, p_start) + self._typed_prefix(part, bare) + view.between(p_end, end)
+        return view.keep_parens(node, code)
 
     def _index_expression(self, node: ast.AST) -> bool:
         """An integer device index: a literal, or a value the data flow traced to one."""
@@ -241,7 +242,7 @@ class DevicePlacementVisitor(ReferenceFamily):
             self.report(node, "NC108", edit=lambda view: self._fix_is_cuda(view, node))
 
     def _fix_is_cuda(self, view, node: ast.Attribute) -> str:
-        text = view.text(node)
+        text = view.between(*view.span(node))
         value = text[:len(text) - len("is_cuda")].rstrip().removesuffix(".").rstrip()
         return f"({value}.device.type == {self.ctx.tested_type()})"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import keyword as python_keyword
 import re
 
 STRING_START = re.compile(r"[rRbBuUfF]{0,2}('''|\"\"\"|'|\")")
@@ -47,6 +48,34 @@ class SourceText:
         return (self.offset(node.lineno, node.col_offset),
                 self.offset(node.end_lineno or node.lineno, node.end_col_offset or 0))
 
+    def outer_span(self, node: ast.AST) -> tuple[int, int]:
+        """The span of ``node`` with the parentheses that group it (``(x)``: not those of a
+        call): what an edit that replaces the node replaces."""
+        start, end = self.span(node)
+        if not isinstance(node, ast.expr) or hasattr(node, "span"):
+            return start, end
+        text = self.text
+        while True:
+            before = skip_space(text, start - 1, -1)
+            after = skip_space(text, end, 1)
+            if before < 0 or after >= len(text) or text[before] != "(" or text[after] != ")" \
+                    or not self._groups(before):
+                return start, end
+            start, end = before, after + 1
+
+    def _groups(self, paren: int) -> bool:
+        """The "(" at ``paren`` opens a group, not the arguments of a call, def or class."""
+        text = self.text
+        i = skip_space(text, paren - 1, -1)
+        if i < 0:
+            return True
+        if text[i].isalnum() or text[i] == "_":
+            j = i
+            while j >= 0 and (text[j].isalnum() or text[j] == "_"):
+                j -= 1
+            return python_keyword.iskeyword(text[j + 1:i + 1])
+        return text[i] not in ")]\"'"
+
     def segment(self, node: ast.AST) -> str:
         start, end = self.span(node)
         return self.text[start:end]
@@ -57,6 +86,12 @@ class SourceText:
     def first_newline(self) -> str:
         m = re.search(r"\r\n|\r|\n", self.text)
         return m.group(0) if m else "\n"
+
+
+def skip_space(text: str, i: int, step: int) -> int:
+    while 0 <= i < len(text) and text[i] in " \t\r\n\f\\":
+        i += step
+    return i
 
 
 def literal_end(text: str, start: int = 0) -> int:

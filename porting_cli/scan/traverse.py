@@ -67,14 +67,25 @@ class Traversal:
                 continue
             kind = type(stmt)
             if kind is ast.Expr or kind is ast.Assign:
-                prefix = lines[stmt.lineno - 1][:stmt.col_offset]
                 shares = i + 1 < len(body) and body[i + 1].lineno == stmt.end_lineno
-                if not shares and not prefix.strip():
+                if not shares and self._alone(stmt):
                     if kind is ast.Expr and type(stmt.value) is ast.Call:
                         ctx.sole_call_stmt[id(stmt.value)] = stmt
                     elif kind is ast.Assign and len(stmt.targets) == 1:
                         ctx.sole_assign[id(stmt.targets[0])] = stmt
             self._node(stmt)
+
+    def _alone(self, stmt: ast.stmt) -> bool:
+        """Nothing but space before the statement on its first line, and nothing but a
+        semicolon or a comment after it on its last (no backslash going on)."""
+        lines = self.ctx.lines
+        if lines[stmt.lineno - 1][:stmt.col_offset].strip():
+            return False
+        last = lines[stmt.end_lineno - 1]
+        rest = last[self.ctx.source.column(stmt.end_lineno, stmt.end_col_offset):].strip()
+        if rest.startswith(";"):
+            rest = rest[1:].lstrip()
+        return not rest or rest.startswith("#")
 
     def _node(self, node: ast.AST) -> None:
         kind = type(node)
