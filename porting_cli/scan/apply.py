@@ -108,12 +108,14 @@ class _Rewriter:
         return "".join(out)
 
 
-def apply_edits(analysis: Analysis) -> tuple[str, set[str]]:
-    """The fixed text (without the prelude) and the prelude parts it needs."""
+def apply_edits(analysis: Analysis, cut: int = 0) -> tuple[str, str, set[str]]:
+    """The fixed text (without the prelude and the byte-order mark) in two parts, before and
+    after offset ``cut`` of the original text (a statement boundary), and the prelude parts it
+    needs."""
     ctx = analysis.ctx
     rewriter = _Rewriter(ctx)
-    body = rewriter.render(0, len(ctx.source.text))
+    head = rewriter.render(0, cut)
+    tail = rewriter.render(cut, len(ctx.source.text))
     for index in range(len(rewriter.splices)):  # an edit inside a replaced node still asks for its prelude
         rewriter.replacement(index)
-    bom = analysis.text[:len(analysis.text) - len(analysis.text.removeprefix("\ufeff"))]
-    return bom + body, ctx.prelude
+    return head, tail, ctx.prelude

@@ -96,6 +96,10 @@ def is_env_lookup(node: ast.AST, aliases: dict[str, str]) -> bool:
     return False
 
 
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+FLOW_NODES = (ast.Assign, ast.AnnAssign, ast.For, ast.Call, ast.NamedExpr)
+
+
 class _Flow:
     def __init__(self, tree: ast.Module, aliases: dict[str, str]):
         self.tree = tree
@@ -107,46 +111,114 @@ class _Flow:
         self.locals: dict[str, set[str]] = {"": set()}  # scope -> names bound in it
         self.loops: dict[tuple[str, str], list[tuple[int, int, str]]] = {}  # loop targets: (start, end, key)
         self.param_scopes: dict[int, str] = {}          # id(function arguments) -> its scope
-        self._scopes(tree, "")
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.setdefault(node.name, []).append(node.args)
-            elif isinstance(node, ast.ClassDef):
-                for item in node.body:
-                    if isinstance(item, ast.FunctionDef) and item.name == "__init__":
-                        self.functions.setdefault(node.name, []).append(item.args)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr == "add_argument":
-                self._argparse_option(node)
+        self.nodes: list[ast.AST] = []                  # what the propagation looks at
+        self.calls: list[ast.Call] = []
+        self.classes: list[ast.ClassDef] = []
+        self.wrapping: set[int] = set()                 # ids of classes whose code creates AMP_WRAPPED
+        self.fused: list[tuple[ast.keyword, tuple[ast.AST, ...]]] = []  # fused= and the branches around it
+        self._class_stack: list[ast.ClassDef] = []
+        self._branches: list[ast.AST] = []              # the If / IfExp whose body we are in
+        self._children(tree, "")
 
-    def _scopes(self, node: ast.AST, scope: str) -> None:
-        """Record the scope of every node, the names each function binds and loop targets."""
-        for child in ast.iter_child_nodes(node):
-            self._scope_node(child, scope)
+    # -- one walk of the tree collects everything the analysis needs --------------
+    def _children(self, node: ast.AST, scope: str) -> None:
+        for field in node._fields:
+            value = getattr(node, field)
+            if type(value) is list:
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        self._node(child, scope)
+            elif isinstance(value, ast.AST):
+                self._node(value, scope)
 
-    def _scope_node(self, child: ast.AST, scope: str) -> None:
+    def _node(self, child: ast.AST, scope: str) -> None:
+        """Record the scope of a node, the names each function binds, loop targets, and the
+        nodes the propagation and the call sites need."""
         self.scope_of[id(child)] = scope
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            inner = f"{scope}/{getattr(child, 'name', 'lambda')}@{child.lineno}"
-            args = child.args
-            self.param_scopes[id(args)] = inner
-            self.locals[inner] = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
-            for default in (*args.defaults, *args.kw_defaults):
-                if default is not None:
-                    self._scope_node(default, scope)
-            for part in (child.body if isinstance(child.body, list) else [child.body]):
-                self._scope_node(part, inner)
+        kind = type(child)
+        if kind in FLOW_NODES:
+            self.nodes.append(child)
+            if kind is ast.Call:
+                self._call(child)
+        if kind in FUNCTIONS:
+            self._function(child, scope)
             return
-        if isinstance(child, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
             for target in getattr(child, "targets", None) or [child.target]:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        self.locals[scope].add(name.id)
-        elif isinstance(child, ast.For) and isinstance(child.target, ast.Name):
+                if type(target) is ast.Name:
+                    self.locals[scope].add(target.id)
+                else:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            self.locals[scope].add(name.id)
+        elif kind is ast.For and isinstance(child.target, ast.Name):
             key = f"{scope}:{child.target.id}@{child.lineno}"
             self.loops.setdefault((scope, child.target.id), []).append(
                 (child.lineno, child.end_lineno or child.lineno, key))
-        self._scopes(child, scope)
+        elif kind is ast.ClassDef:
+            self.classes.append(child)
+            for item in child.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    self.functions.setdefault(child.name, []).append(item.args)
+            self._class_stack.append(child)
+            self._children(child, scope)
+            self._class_stack.pop()
+            return
+        elif kind is ast.If or kind is ast.IfExp:
+            self._branch(child, scope)
+            return
+        elif kind is ast.keyword and child.arg == "fused":
+            self.fused.append((child, tuple(self._branches)))
+        self._children(child, scope)
+
+    def _call(self, call: ast.Call) -> None:
+        self.calls.append(call)
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "add_argument":
+            self._argparse_option(call)
+        if self._class_stack and qualified(func, self.aliases) in AMP_WRAPPED:
+            self.wrapping.update(id(c) for c in self._class_stack)
+
+    def _function(self, child: ast.AST, scope: str) -> None:
+        inner = f"{scope}/{getattr(child, 'name', 'lambda')}@{child.lineno}"
+        args = child.args
+        if not isinstance(child, ast.Lambda):
+            self.functions.setdefault(child.name, []).append(args)
+        self.param_scopes[id(args)] = inner
+        self.locals[inner] = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+        for default in (*args.defaults, *args.kw_defaults):
+            if default is not None:
+                self._node(default, scope)
+        for part in (child.body if isinstance(child.body, list) else [child.body]):
+            self._node(part, inner)
+        # decorators, annotations: code with no scope of its own (read as the module's)
+        for extra in (*getattr(child, "decorator_list", ()), getattr(child, "returns", None),
+                      *(a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                               args.vararg, args.kwarg) if a is not None)):
+            if extra is not None:
+                self._unscoped(extra)
+
+    def _unscoped(self, node: ast.AST) -> None:
+        """Collect from code that no scope records (it reads as module code)."""
+        kind = type(node)
+        if kind in FLOW_NODES:
+            self.nodes.append(node)
+            if kind is ast.Call:
+                self._call(node)
+        if kind is ast.keyword and node.arg == "fused":
+            self.fused.append((node, tuple(self._branches)))
+        for child in ast.iter_child_nodes(node):
+            self._unscoped(child)
+
+    def _branch(self, node: ast.If | ast.IfExp, scope: str) -> None:
+        """An If / IfExp: its body is code decided by its test."""
+        self._node(node.test, scope)
+        self._branches.append(node)
+        for part in (node.body if isinstance(node.body, list) else [node.body]):
+            self._node(part, scope)
+        self._branches.pop()
+        for part in (node.orelse if isinstance(node.orelse, list) else [node.orelse]):
+            self._node(part, scope)
 
     def key(self, name: str, scope: str, line: int) -> str:
         """The flow key of a dotted name used at ``line`` in ``scope``."""
@@ -287,9 +359,7 @@ class _Flow:
         return changed
 
     def run(self) -> DeviceFlow:
-        nodes = [n for n in ast.walk(self.tree)
-                 if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.Call,
-                                   ast.NamedExpr))]
+        nodes = self.nodes
         for _ in range(MAX_ROUNDS):
             changed = False
             for node in nodes:
@@ -330,46 +400,35 @@ class _Flow:
                 col = len(line.encode("utf-8")[:col].decode("utf-8", errors="ignore"))
             return node.lineno, col
 
-        tests: list[ast.AST] = []
-        calls: list[ast.Call] = []
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.ClassDef) and _wraps(node, self.aliases):
+        for node in self.classes:
+            if id(node) in self.wrapping or any(qualified(b, self.aliases) in AMP_WRAPPED for b in node.bases):
                 flow.amp_wrappers[node.name] = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-            if isinstance(node, ast.Call):
-                calls.append(node)
-                for value in (*node.args, *(kw.value for kw in node.keywords)):
-                    kinds = self.kinds(value)
-                    if is_env_lookup(value, self.aliases):
-                        kinds.add(INDEX)
-                    if kinds:
-                        flow.sites[key(value)] = kinds
-                for kw in node.keywords:
-                    if kw.arg == "fused" and TEST in self.kinds(kw.value):
-                        flow.fused_lines.add(kw.value.lineno)
-            elif isinstance(node, (ast.IfExp, ast.If)) and TEST in self.kinds(node.test):
-                tests.append(node)
-        for call in calls:
+        for node in self.calls:
+            for value in (*node.args, *(kw.value for kw in node.keywords)):
+                kinds = self.kinds(value)
+                if is_env_lookup(value, self.aliases):
+                    kinds.add(INDEX)
+                if kinds:
+                    flow.sites[key(value)] = kinds
+            for kw in node.keywords:
+                if kw.arg == "fused" and TEST in self.kinds(kw.value):
+                    flow.fused_lines.add(kw.value.lineno)
+        for call in self.calls:
             if isinstance(call.func, ast.Name) and call.func.id in flow.amp_wrappers \
                     and call.lineno not in flow.amp_wrappers[call.func.id]:
                 flow.amp_wrapper_calls.add(call.lineno)
-        for branch in tests:  # dict(fused=True) if use_fused else dict()
-            body = [branch.body] if isinstance(branch, ast.IfExp) else branch.body
-            for part in body:
-                for node in ast.walk(part):
-                    if isinstance(node, ast.keyword) and node.arg == "fused":
-                        flow.fused_lines.add(node.value.lineno)
+        tested: dict[int, bool] = {}
+        for kw, branches in self.fused:  # dict(fused=True) if use_fused else dict()
+            for branch in branches:
+                if id(branch) not in tested:
+                    tested[id(branch)] = TEST in self.kinds(branch.test)
+                if tested[id(branch)]:
+                    flow.fused_lines.add(kw.value.lineno)
+                    break
 
 
 AMP_WRAPPED = ("torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler",
                "torch.cuda.amp.autocast")
-
-
-def _wraps(node: ast.ClassDef, aliases: dict[str, str]) -> bool:
-    for base in node.bases:
-        if qualified(base, aliases) in AMP_WRAPPED:
-            return True
-    return any(isinstance(n, ast.Call) and qualified(n.func, aliases) in AMP_WRAPPED
-               for n in ast.walk(node))
 
 
 def device_flow(tree: ast.Module, aliases: dict[str, str], lines: list[str]) -> DeviceFlow:

@@ -41,6 +41,7 @@ TRIGGERS = "|".join(f"(?:{t})" for family in FAMILIES for t in family.triggers)
 TRIGGER_RE = re.compile(TRIGGERS, re.IGNORECASE)
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
+FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
 
 
 def iter_blocks(stmt: ast.stmt):
@@ -127,12 +128,16 @@ def bound_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def choose_device_name(tree: ast.Module, skip_lines: frozenset[int] = frozenset()) -> str:
+def choose_device_name(tree: ast.Module, skip_lines: frozenset[int] = frozenset(), text: str | None = None) -> str:
     """A module-level name for the device that the file does not use (nor its derived names);
-    names bound by neuron-check's own prelude (a file fixed before) are free to reuse."""
+    names bound by neuron-check's own prelude (a file fixed before) are free to reuse. With
+    ``text`` (ASCII), a first name whose derived names are not even words of it is taken
+    without walking the tree."""
+    if text is not None and text.isascii() and not FIRST_CHOICE_WORDS.search(text):
+        return DEFAULT_DEVICE_NAME
     names = bound_names(ast.Module(body=[s for s in tree.body if s.lineno not in skip_lines],
                                    type_ignores=[]))
-    candidates = ["DEVICE", "ACCEL_DEVICE", "NEURON_CHECK_DEVICE", *(f"ACCEL_DEVICE_{n}" for n in range(2, 100))]
+    candidates = [DEFAULT_DEVICE_NAME, "ACCEL_DEVICE", "NEURON_CHECK_DEVICE", *(f"ACCEL_DEVICE_{n}" for n in range(2, 100))]
     for candidate in candidates:
         if not names & set(prelude_names(candidate).values()):
             return candidate
@@ -180,7 +185,7 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     candidates = sorted(found - skip)
     if not candidates:
         return Analysis(text, None, [], len(lines), tree)
-    ctx = Context(path, SourceText(body, lines), tree, aliases, device_name or choose_device_name(tree, skip),
+    ctx = Context(path, SourceText(body, lines), tree, aliases, device_name or choose_device_name(tree, skip, body),
                   flow, skip)
     families = [family(ctx) for family in FAMILIES]
     Traversal(ctx, families, candidates if reduce else None).run(tree)
