@@ -146,12 +146,14 @@ def fix_source(text: str, path: str = "<string>") -> FixResult:
         return FixResult(text, [], remaining, path, text)
     tree = analysis.tree
     at = _insertion_line(tree)  # the leading imports that the prelude follows keep their lines
-    head, tail, parts = apply_edits(analysis, analysis.ctx.source.starts[at])
+    fixed = apply_edits(analysis, analysis.ctx.source.starts[at])
     bom = text[:len(text) - len(text.removeprefix("\ufeff"))]
-    prelude = _prelude_text(parts, analysis.ctx.device_name, _existing_prelude(analysis),
+    prelude = _prelude_text(fixed.prelude, analysis.ctx.device_name, _existing_prelude(analysis),
                             not _imports_torch(tree))
-    new_text = bom + head + _joint(head, tail) + prelude + tail
-    ast.parse(new_text.removeprefix("\ufeff"))  # a fix must never break the syntax
+    new_text = bom + fixed.head + _joint(fixed.head, fixed.tail) + prelude + fixed.tail
+    # a fix must never break the syntax; top-level statements parse on their own, so the
+    # ones an edit changed (and the prelude) are all there is to check
+    ast.parse(prelude + "".join(fixed.changed))
     return FixResult(new_text, applied, remaining, path, text)
 
 

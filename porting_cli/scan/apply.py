@@ -108,14 +108,44 @@ class _Rewriter:
         return "".join(out)
 
 
-def apply_edits(analysis: Analysis, cut: int = 0) -> tuple[str, str, set[str]]:
+@dataclasses.dataclass(frozen=True)
+class FixedText:
     """The fixed text (without the prelude and the byte-order mark) in two parts, before and
-    after offset ``cut`` of the original text (a statement boundary), and the prelude parts it
-    needs."""
+    after the offset it was cut at, and what the fix needs besides."""
+
+    head: str
+    tail: str
+    prelude: set[str]        # the prelude parts the edits use
+    changed: tuple[str, ...]  # the top-level statements with an edit, fixed: all a syntax check needs
+
+
+def _top_level_spans(ctx: Context) -> list[tuple[int, int]]:
+    """Offsets of the whole lines of each top-level statement (those sharing a line together)."""
+    source = ctx.source
+    ranges: list[list[int]] = []
+    for stmt in ctx.tree.body:
+        decorators = getattr(stmt, "decorator_list", None)
+        first = min(d.lineno for d in decorators) if decorators else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        if ranges and first <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], last)
+        else:
+            ranges.append([first, last])
+    return [(source.starts[first - 1], source.starts[min(last, len(source.lines))]) for first, last in ranges]
+
+
+def apply_edits(analysis: Analysis, cut: int = 0) -> FixedText:
+    """Make every edit; ``cut`` is an offset of the original text at a statement boundary."""
     ctx = analysis.ctx
     rewriter = _Rewriter(ctx)
     head = rewriter.render(0, cut)
     tail = rewriter.render(cut, len(ctx.source.text))
+    changed = []
+    starts = [s.start for s in rewriter.splices]
+    for start, end in _top_level_spans(ctx):
+        i = bisect.bisect_left(starts, start)
+        if i < len(starts) and starts[i] < end:
+            changed.append(rewriter.render(start, end))
     for index in range(len(rewriter.splices)):  # an edit inside a replaced node still asks for its prelude
         rewriter.replacement(index)
-    return head, tail, ctx.prelude
+    return FixedText(head, tail, ctx.prelude, tuple(changed))

@@ -25,10 +25,12 @@ import ast
 import dataclasses
 import re
 
+from .flow_facts import AMP_WRAPPED, FlowFacts
+from .nodes import qualname
+
 INDEX, STRING, TEST, ARGS = "index", "string", "test", "args"
 INDEX_ENV = frozenset({"LOCAL_RANK", "RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
                        "MPI_LOCALRANKID"})
-INDEX_OPTIONS = frozenset({"gpu", "gpu_id", "local_rank", "gpu_index", "device_id", "cuda_device"})
 CUDA_STRING = re.compile(r"cuda(?::\d+)?\Z")
 SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
                    "torch.multiprocessing.spawn.spawn"})
@@ -74,30 +76,17 @@ def dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
-def qualified(node: ast.AST, aliases: dict[str, str]) -> str | None:
-    name = dotted(node)
-    if name is None:
-        return None
-    head, _, rest = name.partition(".")
-    head = aliases.get(head, head)
-    return f"{head}.{rest}" if rest else head
-
-
 def is_env_lookup(node: ast.AST, aliases: dict[str, str]) -> bool:
     """`os.environ["LOCAL_RANK"]`, `os.environ.get("RANK", ...)`, `os.getenv("LOCAL_RANK")`."""
-    if isinstance(node, ast.Subscript) and qualified(node.value, aliases) == "os.environ":
+    if isinstance(node, ast.Subscript) and qualname(node.value, aliases) == "os.environ":
         key = node.slice
         return isinstance(key, ast.Constant) and key.value in INDEX_ENV
     if isinstance(node, ast.Call) and node.args:
-        func = qualified(node.func, aliases)
+        func = qualname(node.func, aliases)
         key = node.args[0]
         return func in ("os.environ.get", "os.getenv") and isinstance(key, ast.Constant) \
             and key.value in INDEX_ENV
     return False
-
-
-FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-FLOW_NODES = (ast.Assign, ast.AnnAssign, ast.For, ast.Call, ast.NamedExpr)
 
 
 class _Flow:
@@ -105,120 +94,14 @@ class _Flow:
         self.tree = tree
         self.aliases = aliases
         self.flow = DeviceFlow()
-        self.functions: dict[str, list[ast.arguments]] = {}
-        self.index_dests: set[str] = set()
-        self.scope_of: dict[int, str] = {}             # id(node) -> enclosing function ("" = module)
-        self.locals: dict[str, set[str]] = {"": set()}  # scope -> names bound in it
-        self.loops: dict[tuple[str, str], list[tuple[int, int, str]]] = {}  # loop targets: (start, end, key)
-        self.param_scopes: dict[int, str] = {}          # id(function arguments) -> its scope
-        self.nodes: list[ast.AST] = []                  # what the propagation looks at
-        self.calls: list[ast.Call] = []
-        self.classes: list[ast.ClassDef] = []
-        self.wrapping: set[int] = set()                 # ids of classes whose code creates AMP_WRAPPED
-        self.fused: list[tuple[ast.keyword, tuple[ast.AST, ...]]] = []  # fused= and the branches around it
-        self._class_stack: list[ast.ClassDef] = []
-        self._branches: list[ast.AST] = []              # the If / IfExp whose body we are in
-        self._children(tree, "")
-
-    # -- one walk of the tree collects everything the analysis needs --------------
-    def _children(self, node: ast.AST, scope: str) -> None:
-        for field in node._fields:
-            value = getattr(node, field)
-            if type(value) is list:
-                for child in value:
-                    if isinstance(child, ast.AST):
-                        self._node(child, scope)
-            elif isinstance(value, ast.AST):
-                self._node(value, scope)
-
-    def _node(self, child: ast.AST, scope: str) -> None:
-        """Record the scope of a node, the names each function binds, loop targets, and the
-        nodes the propagation and the call sites need."""
-        self.scope_of[id(child)] = scope
-        kind = type(child)
-        if kind in FLOW_NODES:
-            self.nodes.append(child)
-            if kind is ast.Call:
-                self._call(child)
-        if kind in FUNCTIONS:
-            self._function(child, scope)
-            return
-        if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
-            for target in getattr(child, "targets", None) or [child.target]:
-                if type(target) is ast.Name:
-                    self.locals[scope].add(target.id)
-                else:
-                    for name in ast.walk(target):
-                        if isinstance(name, ast.Name):
-                            self.locals[scope].add(name.id)
-        elif kind is ast.For and isinstance(child.target, ast.Name):
-            key = f"{scope}:{child.target.id}@{child.lineno}"
-            self.loops.setdefault((scope, child.target.id), []).append(
-                (child.lineno, child.end_lineno or child.lineno, key))
-        elif kind is ast.ClassDef:
-            self.classes.append(child)
-            for item in child.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
-                    self.functions.setdefault(child.name, []).append(item.args)
-            self._class_stack.append(child)
-            self._children(child, scope)
-            self._class_stack.pop()
-            return
-        elif kind is ast.If or kind is ast.IfExp:
-            self._branch(child, scope)
-            return
-        elif kind is ast.keyword and child.arg == "fused":
-            self.fused.append((child, tuple(self._branches)))
-        self._children(child, scope)
-
-    def _call(self, call: ast.Call) -> None:
-        self.calls.append(call)
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "add_argument":
-            self._argparse_option(call)
-        if self._class_stack and qualified(func, self.aliases) in AMP_WRAPPED:
-            self.wrapping.update(id(c) for c in self._class_stack)
-
-    def _function(self, child: ast.AST, scope: str) -> None:
-        inner = f"{scope}/{getattr(child, 'name', 'lambda')}@{child.lineno}"
-        args = child.args
-        if not isinstance(child, ast.Lambda):
-            self.functions.setdefault(child.name, []).append(args)
-        self.param_scopes[id(args)] = inner
-        self.locals[inner] = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
-        for default in (*args.defaults, *args.kw_defaults):
-            if default is not None:
-                self._node(default, scope)
-        for part in (child.body if isinstance(child.body, list) else [child.body]):
-            self._node(part, inner)
-        # decorators, annotations: code with no scope of its own (read as the module's)
-        for extra in (*getattr(child, "decorator_list", ()), getattr(child, "returns", None),
-                      *(a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                               args.vararg, args.kwarg) if a is not None)):
-            if extra is not None:
-                self._unscoped(extra)
-
-    def _unscoped(self, node: ast.AST) -> None:
-        """Collect from code that no scope records (it reads as module code)."""
-        kind = type(node)
-        if kind in FLOW_NODES:
-            self.nodes.append(node)
-            if kind is ast.Call:
-                self._call(node)
-        if kind is ast.keyword and node.arg == "fused":
-            self.fused.append((node, tuple(self._branches)))
-        for child in ast.iter_child_nodes(node):
-            self._unscoped(child)
-
-    def _branch(self, node: ast.If | ast.IfExp, scope: str) -> None:
-        """An If / IfExp: its body is code decided by its test."""
-        self._node(node.test, scope)
-        self._branches.append(node)
-        for part in (node.body if isinstance(node.body, list) else [node.body]):
-            self._node(part, scope)
-        self._branches.pop()
-        for part in (node.orelse if isinstance(node.orelse, list) else [node.orelse]):
-            self._node(part, scope)
+        facts = FlowFacts(tree, aliases)
+        self.facts = facts
+        self.functions = facts.functions
+        self.index_dests = facts.index_dests
+        self.scope_of = facts.scope_of
+        self.locals = facts.locals
+        self.loops = facts.loops
+        self.param_scopes = facts.param_scopes
 
     def key(self, name: str, scope: str, line: int) -> str:
         """The flow key of a dotted name used at ``line`` in ``scope``."""
@@ -236,17 +119,6 @@ class _Flow:
         else:
             base = f":{head}"
         return base + dot + rest
-
-    def _argparse_option(self, call: ast.Call) -> None:
-        dest = None
-        for kw in call.keywords:
-            if kw.arg == "dest" and isinstance(kw.value, ast.Constant):
-                dest = kw.value.value
-        for arg in call.args:
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
-                dest = dest or arg.value[2:].replace("-", "_")
-        if isinstance(dest, str) and dest in INDEX_OPTIONS:
-            self.index_dests.add(dest)
 
     # -- the kinds of an expression --------------------------------------------
     def kinds(self, node: ast.AST | None, scope: str | None = None) -> set[str]:
@@ -288,7 +160,7 @@ class _Flow:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return {TEST} if TEST in k(node.operand) else set()
         if isinstance(node, ast.Call):
-            func = qualified(node.func, self.aliases)
+            func = qualname(node.func, self.aliases)
             if func == "torch.cuda.current_device":
                 return {INDEX}
             if is_env_lookup(node, self.aliases):
@@ -326,7 +198,7 @@ class _Flow:
 
     def _bind_call(self, call: ast.Call) -> bool:
         changed = False
-        func = qualified(call.func, self.aliases)
+        func = qualname(call.func, self.aliases)
         if func in SPAWN and call.args:
             target = dotted(call.args[0])
             if target and target.split(".")[-1] in self.functions:
@@ -359,7 +231,7 @@ class _Flow:
         return changed
 
     def run(self) -> DeviceFlow:
-        nodes = self.nodes
+        nodes = self.facts.nodes
         for _ in range(MAX_ROUNDS):
             changed = False
             for node in nodes:
@@ -381,29 +253,29 @@ class _Flow:
     def _loop(self, node: ast.For) -> bool:
         """`for i in range(torch.cuda.device_count())`: i is a device index."""
         it = node.iter
-        if isinstance(it, ast.Call) and qualified(it.func, self.aliases) == "range" and it.args:
+        if isinstance(it, ast.Call) and qualname(it.func, self.aliases) == "range" and it.args:
             bound = it.args[-1] if len(it.args) < 3 else it.args[1]
-            if isinstance(bound, ast.Call) and qualified(bound.func, self.aliases) in INDEX_CALLS:
+            if isinstance(bound, ast.Call) and qualname(bound.func, self.aliases) in INDEX_CALLS:
                 scope = self.scope_of.get(id(node), "")
                 return self._assign(node.target, {INDEX}, scope)
         return False
 
 
     def record_sites(self, lines: list[str]) -> None:
-        """The kinds of every call argument, keyed by position, for the libcst rules."""
+        """The kinds of every call argument, keyed by (line, character column), for the rules."""
         flow = self.flow
 
         def key(node: ast.AST) -> tuple[int, int]:
             line = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
             col = node.col_offset
-            if not line.isascii():  # ast counts UTF-8 bytes, libcst characters
+            if not line.isascii():  # ast counts UTF-8 bytes, the rules characters
                 col = len(line.encode("utf-8")[:col].decode("utf-8", errors="ignore"))
             return node.lineno, col
 
-        for node in self.classes:
-            if id(node) in self.wrapping or any(qualified(b, self.aliases) in AMP_WRAPPED for b in node.bases):
+        for node in self.facts.classes:
+            if id(node) in self.facts.wrapping or any(qualname(b, self.aliases) in AMP_WRAPPED for b in node.bases):
                 flow.amp_wrappers[node.name] = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-        for node in self.calls:
+        for node in self.facts.calls:
             for value in (*node.args, *(kw.value for kw in node.keywords)):
                 kinds = self.kinds(value)
                 if is_env_lookup(value, self.aliases):
@@ -413,22 +285,18 @@ class _Flow:
             for kw in node.keywords:
                 if kw.arg == "fused" and TEST in self.kinds(kw.value):
                     flow.fused_lines.add(kw.value.lineno)
-        for call in self.calls:
+        for call in self.facts.calls:
             if isinstance(call.func, ast.Name) and call.func.id in flow.amp_wrappers \
                     and call.lineno not in flow.amp_wrappers[call.func.id]:
                 flow.amp_wrapper_calls.add(call.lineno)
         tested: dict[int, bool] = {}
-        for kw, branches in self.fused:  # dict(fused=True) if use_fused else dict()
+        for kw, branches in self.facts.fused:  # dict(fused=True) if use_fused else dict()
             for branch in branches:
                 if id(branch) not in tested:
                     tested[id(branch)] = TEST in self.kinds(branch.test)
                 if tested[id(branch)]:
                     flow.fused_lines.add(kw.value.lineno)
                     break
-
-
-AMP_WRAPPED = ("torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler",
-               "torch.cuda.amp.autocast")
 
 
 def device_flow(tree: ast.Module, aliases: dict[str, str], lines: list[str]) -> DeviceFlow:

@@ -39,6 +39,17 @@ CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)
 
 TRIGGERS = "|".join(f"(?:{t})" for family in FAMILIES for t in family.triggers)
 TRIGGER_RE = re.compile(TRIGGERS, re.IGNORECASE)
+
+
+def _lowered(pattern: str) -> str:
+    """``pattern`` with its literal letters in lower case (escapes such as ``\\s`` stay)."""
+    return re.sub(r"\\.|[A-Z]", lambda m: m.group(0) if m.group(0)[0] == "\\" else m.group(0).lower(), pattern)
+
+
+#: the triggers for lower-cased ASCII text: the same lines as TRIGGER_RE, many times faster
+#: (a case-insensitive pattern loses the regex engine's literal-prefix search)
+LOWER_TRIGGERS = _lowered(TRIGGERS)
+LOWER_TRIGGER_RE = re.compile(LOWER_TRIGGERS)
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
 FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
@@ -84,16 +95,18 @@ def collect_imports(tree: ast.Module) -> dict[str, str]:
 def candidate_lines(lines: list[str], aliases: dict[str, str]) -> list[int]:
     """1-based numbers of the lines that could hold a finding."""
     extra = [name for name, qn in aliases.items() if TRIGGER_RE.search(qn) and not TRIGGER_RE.search(name)]
-    pattern = TRIGGER_RE
-    if extra:
-        names = "|".join(re.escape(n) for n in extra)
-        pattern = re.compile(f"{TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE)
+    text = "".join(lines)
+    names = "|".join(re.escape(n) for n in extra)
+    if text.isascii():  # lower() keeps every offset
+        text = text.lower()
+        pattern = re.compile(f"{LOWER_TRIGGERS}|\\b(?:{names.lower()})\\b") if extra else LOWER_TRIGGER_RE
+    else:
+        pattern = re.compile(f"{TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE) if extra else TRIGGER_RE
     starts, offset = [], 0
     for line in lines:
         starts.append(offset)
         offset += len(line)
     found: list[int] = []
-    text = "".join(lines)
     pos = 0
     while True:  # one regex pass over the text; skip to the next line after each hit
         m = pattern.search(text, pos)
