@@ -11,26 +11,22 @@ from __future__ import annotations
 
 import ast
 import bisect
-import dataclasses
+from typing import NamedTuple
 
 from .base import Context, Edit
 from .engine import Analysis
 from .nodes import SourceText
 
 
-@dataclasses.dataclass(frozen=True)
 class _Splice:
-    key: tuple[int, int, int]  # (start, -end, 0 for a statement else 1): outer edits sort first
-    node: ast.AST
-    edit: Edit
+    """One edit at its place: ``key`` is (start, -end, 0 for a statement else 1), so that outer
+    edits sort before the edits inside them."""
 
-    @property
-    def start(self) -> int:
-        return self.key[0]
+    __slots__ = ("key", "start", "end", "node", "edit")
 
-    @property
-    def end(self) -> int:
-        return -self.key[1]
+    def __init__(self, key: tuple[int, int, int], node: ast.AST, edit: Edit):
+        self.key, self.node, self.edit = key, node, edit
+        self.start, self.end = key[0], -key[1]
 
 
 class View:
@@ -108,14 +104,13 @@ class _Rewriter:
         return "".join(out)
 
 
-@dataclasses.dataclass(frozen=True)
-class FixedText:
+class FixedText(NamedTuple):
     """The fixed text (without the prelude and the byte-order mark) in two parts, before and
     after the offset it was cut at, and what the fix needs besides."""
 
     head: str
     tail: str
-    prelude: set[str]        # the prelude parts the edits use
+    prelude: set[str]         # the prelude parts the edits use
     changed: tuple[str, ...]  # the top-level statements with an edit, fixed: all a syntax check needs
 
 

@@ -9,13 +9,12 @@ gives, so a rewritten call reads like hand-written code.
 from __future__ import annotations
 
 import ast
-import dataclasses
+from typing import NamedTuple
 
 from .nodes import SourceText, skip_space, call_arguments
 
 
-@dataclasses.dataclass(frozen=True)
-class CallText:
+class CallText(NamedTuple):
     """Offsets of the parts of one call in the text."""
 
     func_end: int

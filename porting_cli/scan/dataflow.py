@@ -196,24 +196,23 @@ class _Flow:
         name = dotted(target)
         return self.flow.add(self.key(name, scope, target.lineno), kinds) if name else False
 
-    def _bind_call(self, call: ast.Call) -> bool:
-        changed = False
-        func = qualname(call.func, self.aliases)
-        if func in SPAWN and call.args:
+    def _callee(self, call: ast.Call) -> tuple[bool, str] | None:
+        """(started by mp.spawn, the function of this file) that ``call`` passes values to."""
+        if call.args and qualname(call.func, self.aliases) in SPAWN:
             target = dotted(call.args[0])
-            if target and target.split(".")[-1] in self.functions:
-                spawn_args = next((kw.value for kw in call.keywords if kw.arg == "args"), None)
-                extra = spawn_args.elts if isinstance(spawn_args, ast.Tuple) else []
-                changed |= self._bind(target.split(".")[-1], [{INDEX}, *map(self.kinds, extra)], {})
-            return changed
+            short = target.split(".")[-1] if target else None
+            return (True, short) if short in self.functions else None
         name = dotted(call.func)
-        if name is None:
-            return False
-        short = name.split(".")[-1]
-        if short not in self.functions:
-            return False
-        positional = [self.kinds(a) for a in call.args if not isinstance(a, ast.Starred)]
-        keywords = {kw.arg: self.kinds(kw.value) for kw in call.keywords if kw.arg}
+        short = name.split(".")[-1] if name else None
+        return (False, short) if short in self.functions else None
+
+    def _bind_call(self, call: ast.Call, scope: str, spawned: bool, short: str) -> bool:
+        if spawned:
+            spawn_args = next((kw.value for kw in call.keywords if kw.arg == "args"), None)
+            extra = spawn_args.elts if isinstance(spawn_args, ast.Tuple) else []
+            return self._bind(short, [{INDEX}, *(self.kinds(e, scope) for e in extra)], {})
+        positional = [self.kinds(a, scope) for a in call.args if not isinstance(a, ast.Starred)]
+        keywords = {kw.arg: self.kinds(kw.value, scope) for kw in call.keywords if kw.arg}
         return self._bind(short, positional, keywords)
 
     def _bind(self, function: str, positional: list[set[str]], keywords: dict[str, set[str]]) -> bool:
@@ -231,33 +230,44 @@ class _Flow:
         return changed
 
     def run(self) -> DeviceFlow:
-        nodes = self.facts.nodes
+        """Propagate kinds until nothing changes; the nodes that can never change anything (a
+        loop over no device count, a call of no function of this file) are left out up front."""
+        work: list[tuple] = []
+        for node in self.facts.nodes:
+            scope = self.scope_of.get(id(node), "")
+            kind = type(node)
+            if kind is ast.Assign or ((kind is ast.AnnAssign or kind is ast.NamedExpr) and node.value is not None):
+                work.append((node, scope, None))
+            elif kind is ast.For and self._index_loop(node):
+                work.append((node, scope, None))
+            elif kind is ast.Call:
+                callee = self._callee(node)
+                if callee is not None:
+                    work.append((node, scope, callee))
         for _ in range(MAX_ROUNDS):
             changed = False
-            for node in nodes:
-                scope = self.scope_of.get(id(node), "")
-                if isinstance(node, ast.Assign):
-                    kinds = self.kinds(node.value)
+            for node, scope, callee in work:
+                kind = type(node)
+                if kind is ast.Assign:
+                    kinds = self.kinds(node.value, scope)
                     for target in node.targets:
                         changed |= self._assign(target, kinds, scope)
-                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-                    changed |= self._assign(node.target, self.kinds(node.value), scope)
-                elif isinstance(node, ast.For):
-                    changed |= self._loop(node)
-                elif isinstance(node, ast.Call):
-                    changed |= self._bind_call(node)
+                elif kind is ast.For:
+                    changed |= self._assign(node.target, {INDEX}, scope)
+                elif kind is ast.Call:
+                    changed |= self._bind_call(node, scope, *callee)
+                else:
+                    changed |= self._assign(node.target, self.kinds(node.value, scope), scope)
             if not changed:
                 break
         return self.flow
 
-    def _loop(self, node: ast.For) -> bool:
+    def _index_loop(self, node: ast.For) -> bool:
         """`for i in range(torch.cuda.device_count())`: i is a device index."""
         it = node.iter
         if isinstance(it, ast.Call) and qualname(it.func, self.aliases) == "range" and it.args:
             bound = it.args[-1] if len(it.args) < 3 else it.args[1]
-            if isinstance(bound, ast.Call) and qualname(bound.func, self.aliases) in INDEX_CALLS:
-                scope = self.scope_of.get(id(node), "")
-                return self._assign(node.target, {INDEX}, scope)
+            return isinstance(bound, ast.Call) and qualname(bound.func, self.aliases) in INDEX_CALLS
         return False
 
 
@@ -276,14 +286,15 @@ class _Flow:
             if id(node) in self.facts.wrapping or any(qualname(b, self.aliases) in AMP_WRAPPED for b in node.bases):
                 flow.amp_wrappers[node.name] = range(node.lineno, (node.end_lineno or node.lineno) + 1)
         for node in self.facts.calls:
+            scope = self.scope_of.get(id(node), "")
             for value in (*node.args, *(kw.value for kw in node.keywords)):
-                kinds = self.kinds(value)
+                kinds = self.kinds(value, scope)
                 if is_env_lookup(value, self.aliases):
                     kinds.add(INDEX)
                 if kinds:
                     flow.sites[key(value)] = kinds
             for kw in node.keywords:
-                if kw.arg == "fused" and TEST in self.kinds(kw.value):
+                if kw.arg == "fused" and TEST in self.kinds(kw.value, scope):
                     flow.fused_lines.add(kw.value.lineno)
         for call in self.facts.calls:
             if isinstance(call.func, ast.Name) and call.func.id in flow.amp_wrappers \
@@ -293,7 +304,7 @@ class _Flow:
         for kw, branches in self.facts.fused:  # dict(fused=True) if use_fused else dict()
             for branch in branches:
                 if id(branch) not in tested:
-                    tested[id(branch)] = TEST in self.kinds(branch.test)
+                    tested[id(branch)] = TEST in self.kinds(branch.test, self.scope_of.get(id(branch), ""))
                 if tested[id(branch)]:
                     flow.fused_lines.add(kw.value.lineno)
                     break

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import functools
 import re
 
 from .amp import AmpImportVisitor, AmpVisitor
@@ -38,7 +39,6 @@ FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor
 CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)
 
 TRIGGERS = "|".join(f"(?:{t})" for family in FAMILIES for t in family.triggers)
-TRIGGER_RE = re.compile(TRIGGERS, re.IGNORECASE)
 
 
 def _lowered(pattern: str) -> str:
@@ -46,10 +46,22 @@ def _lowered(pattern: str) -> str:
     return re.sub(r"\\.|[A-Z]", lambda m: m.group(0) if m.group(0)[0] == "\\" else m.group(0).lower(), pattern)
 
 
-#: the triggers for lower-cased ASCII text: the same lines as TRIGGER_RE, many times faster
-#: (a case-insensitive pattern loses the regex engine's literal-prefix search)
+#: the triggers for lower-cased ASCII text: the same matches as TRIGGERS without case, many
+#: times faster (a case-insensitive pattern loses the regex engine's literal-prefix search)
 LOWER_TRIGGERS = _lowered(TRIGGERS)
 LOWER_TRIGGER_RE = re.compile(LOWER_TRIGGERS)
+
+
+@functools.cache
+def _any_case_triggers() -> re.Pattern:
+    """TRIGGERS without case, for text that is not ASCII (lower() could move its offsets)."""
+    return re.compile(TRIGGERS, re.IGNORECASE)
+
+
+def has_trigger(text: str) -> bool:
+    if text.isascii():
+        return LOWER_TRIGGER_RE.search(text.lower()) is not None
+    return _any_case_triggers().search(text) is not None
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
 FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
@@ -94,14 +106,14 @@ def collect_imports(tree: ast.Module) -> dict[str, str]:
 
 def candidate_lines(lines: list[str], aliases: dict[str, str]) -> list[int]:
     """1-based numbers of the lines that could hold a finding."""
-    extra = [name for name, qn in aliases.items() if TRIGGER_RE.search(qn) and not TRIGGER_RE.search(name)]
+    extra = [name for name, qn in aliases.items() if has_trigger(qn) and not has_trigger(name)]
     text = "".join(lines)
     names = "|".join(re.escape(n) for n in extra)
     if text.isascii():  # lower() keeps every offset
         text = text.lower()
         pattern = re.compile(f"{LOWER_TRIGGERS}|\\b(?:{names.lower()})\\b") if extra else LOWER_TRIGGER_RE
     else:
-        pattern = re.compile(f"{TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE) if extra else TRIGGER_RE
+        pattern = re.compile(f"{TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE) if extra else _any_case_triggers()
     starts, offset = [], 0
     for line in lines:
         starts.append(offset)

@@ -26,7 +26,7 @@ class FlowFacts:
         self.aliases = aliases
         self.functions: dict[str, list[ast.arguments]] = {}
         self.index_dests: set[str] = set()
-        self.scope_of: dict[int, str] = {}             # id(node) -> enclosing function ("" = module)
+        self.scope_of: dict[int, str] = {}             # id(flow node or If) -> its function ("" = module)
         self.locals: dict[str, set[str]] = {"": set()}  # scope -> names bound in it
         self.loops: dict[tuple[str, str], list[tuple[int, int, str]]] = {}  # loop targets: (start, end, key)
         self.param_scopes: dict[int, str] = {}          # id(function arguments) -> its scope
@@ -52,9 +52,9 @@ class FlowFacts:
     def _node(self, child: ast.AST, scope: str) -> None:
         """Record the scope of a node, the names each function binds, loop targets, and the
         nodes the propagation and the call sites need."""
-        self.scope_of[id(child)] = scope
         kind = type(child)
         if kind in FLOW_NODES:
+            self.scope_of[id(child)] = scope
             self.nodes.append(child)
             if kind is ast.Call:
                 self._call(child)
@@ -65,6 +65,8 @@ class FlowFacts:
             for target in getattr(child, "targets", None) or [child.target]:
                 if type(target) is ast.Name:
                     self.locals[scope].add(target.id)
+                elif type(target) is ast.Attribute and type(target.value) is ast.Name:  # self.x = ...
+                    self.locals[scope].add(target.value.id)
                 else:
                     for name in ast.walk(target):
                         if isinstance(name, ast.Name):
@@ -130,6 +132,7 @@ class FlowFacts:
 
     def _branch(self, node: ast.If | ast.IfExp, scope: str) -> None:
         """An If / IfExp: its body is code decided by its test."""
+        self.scope_of[id(node)] = scope
         self._node(node.test, scope)
         self._branches.append(node)
         for part in (node.body if isinstance(node.body, list) else [node.body]):
