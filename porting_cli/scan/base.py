@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Protocol
 
 from .dataflow import DeviceFlow
 from .model import Finding
-from .nodes import SourceText, Strings, qualname
+from .nodes import SourceText, Strings, iter_blocks, qualname
 from .rules import RULES_BY_ID, prelude_names  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
@@ -69,19 +69,20 @@ class Context:
         return self.flow.at(node.lineno, self.source.column(node.lineno, node.col_offset))
 
     def default_indent(self) -> str:
-        """One level of the file's indentation: that of its first indented block."""
+        """One level of the file's indentation: that of its first indented block (which is in
+        the first top-level statement that has one: a block on its header's line holds none)."""
         if self._default_indent is None:
             self._default_indent = "    "
-            for node in ast.walk(self.tree):
-                body = getattr(node, "body", None)
-                if isinstance(node, ast.stmt) and isinstance(body, list) and body \
-                        and body[0].lineno > node.lineno:
-                    outer, inner = (self.lines[n.lineno - 1] for n in (node, body[0]))
-                    outer = outer[:len(outer) - len(outer.lstrip())]
-                    inner = inner[:len(inner) - len(inner.lstrip())]
-                    if len(inner) > len(outer):
+            for stmt in self.tree.body:
+                firsts = [block[0].lineno for block in iter_blocks(stmt)]
+                if isinstance(stmt, ast.Match):
+                    firsts += [case.pattern.lineno for case in stmt.cases]
+                outer = _indent(self.lines[stmt.lineno - 1])
+                for line in sorted(n for n in firsts if n > stmt.lineno):
+                    inner = _indent(self.lines[line - 1])
+                    if len(inner) > len(outer) and not self.lines[line - 1][len(inner):].startswith("#"):
                         self._default_indent = inner[len(outer):]
-                    break
+                        return self._default_indent
         return self._default_indent
 
     # -- fix helpers: code of the replacement ------------------------------------
@@ -150,6 +151,10 @@ def _deeper_continuations(code: str, indent: str, step: str) -> str:
             line = indent + step + line[len(indent):]
         out.append(line)
     return "".join(out)
+
+
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
 
 
 def guarded(code: str, default: str) -> str:

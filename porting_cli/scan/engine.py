@@ -28,7 +28,7 @@ from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
 from .model import Finding
-from .nodes import SourceText
+from .nodes import SourceText, iter_blocks
 from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
 from .traverse import Traversal
@@ -62,21 +62,11 @@ def has_trigger(text: str) -> bool:
     if text.isascii():
         return LOWER_TRIGGER_RE.search(text.lower()) is not None
     return _any_case_triggers().search(text) is not None
+
+
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
 FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
-
-
-def iter_blocks(stmt: ast.stmt):
-    """The statement lists nested directly in a compound statement."""
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(stmt, field, None)
-        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-            yield block
-    for handler in getattr(stmt, "handlers", ()):
-        yield handler.body
-    for case in getattr(stmt, "cases", ()):
-        yield case.body
 
 
 def iter_statements(body: list[ast.stmt]):

@@ -171,6 +171,18 @@ class Strings:
         return out
 
 
+def iter_blocks(stmt: ast.stmt):
+    """The statement lists nested directly in a compound statement."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, field, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield block
+    for handler in getattr(stmt, "handlers", ()):
+        yield handler.body
+    for case in getattr(stmt, "cases", ()):
+        yield case.body
+
+
 def int_value(node: ast.AST) -> int | None:
     """The value of an integer literal (not a bool)."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
