@@ -81,4 +81,6 @@ EDGE_CASES = {
                    "t = ((torch.cuda.memory_allocated( (0) )))\n",
     "non-ascii-edits": "import torch\nx = f(\"ünï\", x.cuda(), torch.cuda.is_available(), \"cuda\" if ok else \"cpu\")\n"
                        "é = torch.device(\"cuda:0\") ; torch.cuda.synchronize()\n# ü\nd = {\"ß\": torch.cuda.amp.autocast(True)}\n",
+    "glued-fstring": 'import os\nrank = int(os.environ["RANK"])\na = "cuda:" f"{rank}"\nb = rf"cuda:{rank}"\n'
+                     'c = f"cuda:{rank}" "x"\nd = x.to(F"cuda:{rank}")\n',
 }

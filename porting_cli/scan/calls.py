@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from .nodes import SourceText, skip_space, call_arguments
+from .nodes import SourceText, call_arguments, skip_space
 
 
 class CallText(NamedTuple):
@@ -54,8 +54,8 @@ def rebuilt_call(view, call: ast.Call, func: str | None, new: list[str], kept: l
     else:
         callee = func
     first = parts.args[0][1] if parts.args else parts.close
-    pieces: list[str] = [code for code in new]
-    spaces: list[str] = ["" for _ in new]
+    pieces: list[str] = list(new)
+    spaces: list[str] = [""] * len(new)
     for (arg, start, stop), comma in zip(parts.args, parts.after):
         if any(arg is k for k in kept):
             pieces.append(view.between(start, stop))

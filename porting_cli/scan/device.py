@@ -49,7 +49,7 @@ class DevicePlacementVisitor(ReferenceFamily):
         if isinstance(node, ast.IfExp):
             yield from self.built_strings(node.body)
             yield from self.built_strings(node.orelse)
-        elif isinstance(node, ast.JoinedStr):
+        elif isinstance(node, ast.JoinedStr) and self.ctx.strings.is_fstring(node):
             first = node.values[0] if node.values else None
             if isinstance(first, ast.Constant) and str(first.value).startswith("cuda:") and len(node.values) > 1:
                 yield node

@@ -137,6 +137,13 @@ class Strings:
             return node.value
         return node.value if is_plain_literal(text) else None
 
+    def is_fstring(self, node: ast.JoinedStr) -> bool:
+        """One f-string token (not literals glued to one)."""
+        start, end = self.source.span(node)
+        text = self.source.text
+        m = STRING_START.match(text, start)
+        return m is not None and "f" in m.group(0)[:-len(m.group(1))].lower() and literal_end(text, start) == end
+
     def pieces(self, node: ast.Constant) -> list[tuple[str, int, int]]:
         """(value, start offset, end offset) of each literal of a str/bytes constant; only str
         pieces are kept (a bytes literal has no string value)."""
