@@ -11,7 +11,9 @@ the findings (as JSON), the fixed text and the syntax error if any, with the ``p
 The corpus: the layouts of benchmarks/scan_parity_cases.py, the synthetic scripts of benchmarks/scan_throughput.py at several CUDA shares,
 examples/, the scripts and fixtures under tests/porting_cli, and every string literal in
 tests/porting_cli/test_*.py that parses as Python (the rule and fix tests' snippets). All of
-it is this project's own code. Exit status 1 when any file differs.
+it is this project's own code; ``--whole-repo`` adds every .py file of the project. Exit status 1
+when any file differs. (To record an old version on the same corpus, run this file of the new
+tree with the old tree on ``PYTHONPATH``.)
 """
 
 from __future__ import annotations
@@ -45,8 +47,13 @@ def snippets(path: Path) -> dict[str, str]:
     return found
 
 
-def corpus() -> dict[str, str]:
+def corpus(whole_repo: bool = False) -> dict[str, str]:
     files: dict[str, str] = dict(EDGE_CASES)
+    if whole_repo:  # every Python file of the project (slow with an old libcst scan: minutes)
+        for path in sorted(REPO.rglob("*.py")):
+            parts = path.relative_to(REPO).parts
+            if not any(p.startswith(".") or p in ("build", "node_modules") for p in parts):
+                files[str(path.relative_to(REPO))] = path.read_text(encoding="utf-8", errors="replace")
     for lines, share in ((1500, 0.25), (600, 0.1), (300, 0.6)):
         files[f"generated-{lines}-{share}"] = make_source(lines, share)
     for folder in (REPO / "examples", TESTS / "fixtures", TESTS / "scripts"):
@@ -71,8 +78,8 @@ def outcome(name: str, text: str) -> dict:
     return {"findings": findings, "fixed": fixed}
 
 
-def record() -> dict[str, dict]:
-    return {name: outcome(name, text) for name, text in corpus().items()}
+def record(whole_repo: bool = False) -> dict[str, dict]:
+    return {name: outcome(name, text) for name, text in corpus(whole_repo).items()}
 
 
 def main(argv=None) -> int:
@@ -80,8 +87,9 @@ def main(argv=None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--record", type=Path, help="write this version's outcomes here")
     mode.add_argument("--compare", type=Path, help="compare this version with the outcomes recorded there")
+    parser.add_argument("--whole-repo", action="store_true", help="add every .py file of the project")
     args = parser.parse_args(argv)
-    now = record()
+    now = record(args.whole_repo)
     if args.record:
         args.record.write_text(json.dumps(now, indent=1, sort_keys=True))
         print(f"recorded {len(now)} files to {args.record}")
