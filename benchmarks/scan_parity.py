@@ -8,8 +8,8 @@ the findings (as JSON), the fixed text and the syntax error if any, with the ``p
     PYTHONPATH=/path/to/old python benchmarks/scan_parity.py --record /tmp/old.json
     PYTHONPATH=$PWD python benchmarks/scan_parity.py --compare /tmp/old.json
 
-The corpus: the layouts of benchmarks/scan_parity_cases.py, the synthetic scripts of benchmarks/scan_throughput.py at several CUDA shares,
-examples/, the scripts and fixtures under tests/porting_cli, and every string literal in
+The corpus: the layouts of benchmarks/scan_parity_cases.py, the synthetic scripts of
+benchmarks/scan_throughput.py at several CUDA shares, examples/, the scripts and fixtures under tests/porting_cli, and every string literal in
 tests/porting_cli/test_*.py that parses as Python (the rule and fix tests' snippets). All of
 it is this project's own code; ``--whole-repo`` adds every .py file of the project. Exit status 1
 when any file differs. (To record an old version on the same corpus, run this file of the new
