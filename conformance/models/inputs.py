@@ -119,6 +119,9 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     in input_ids so that they match its vision features."""
     import torch
 
+    if task == "image-classification" and model is not None \
+            and "pixel_values" not in inspect.signature(model.forward).parameters:
+        task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
     if task not in LEGACY_TASKS:
         from conformance.models.modalities import signature_inputs
 
@@ -137,13 +140,16 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         if labels:
             inputs["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=_generator(seed + 2))
         return inputs
-    ids = token_ids(config, (BATCH, SEQ_LEN), seed)
+    from conformance.models.documented import stacked_rows
+
+    ids = token_ids(config, (BATCH * stacked_rows(model, "input_ids"), SEQ_LEN), seed)
     eos = getattr(text_config(config), "eos_token_id", None)
     if task == "sequence-classification" and isinstance(eos, int) and not isinstance(eos, bool):
         ids[:, -1] = eos  # encoder-decoder classifiers pool the hidden state at each row's <eos>
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if task == "seq2seq-lm" or (task == "image-text-to-text" and model is not None and _is_encoder_decoder(model)):
-        inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
+        inputs["decoder_input_ids"] = token_ids(
+            config, (BATCH * stacked_rows(model, "decoder_input_ids"), DECODER_LEN), seed + 3)
     if task == "image-text-to-text":
         images, count = image_inputs(model, config, seed) if model is not None else ({}, None)
         inputs.update(images or {"pixel_values": pixel_values(config, seed)})

@@ -53,7 +53,10 @@ def _side(value: Any) -> tuple[int, int]:
 def _tokens(config, model, seed, task):
     from conformance.models.tokens import token_ids
 
-    shape = (BATCH, CHOICES, SEQ_LEN) if task == "multiple-choice" else (BATCH, SEQ_LEN)
+    from conformance.models.documented import stacked_rows
+
+    rows = BATCH * stacked_rows(model, "input_ids")
+    shape = (BATCH, CHOICES, SEQ_LEN) if task == "multiple-choice" else (rows, SEQ_LEN)
     return token_ids(config, shape, seed)
 
 
@@ -199,12 +202,16 @@ def _audio(key: str):
         import torch
 
         features, waves = _extractor_features(config, model, seed)
-        if features is None:
-            if key == "input_values":
-                return torch.from_numpy(np.stack(waves))
-            raise MissingInputBuilder(f"{type(model).__name__} takes {key} but the type has no feature extractor")
-        if key not in features:
-            raise MissingInputBuilder(f"the feature extractor of {type(model).__name__} makes no {key}")
+        if features is None and key == "input_values":
+            return torch.from_numpy(np.stack(waves))
+        if features is None or key not in features:
+            # no extractor, or one for another input (wav2vec2-bert maps to the raw-waveform one):
+            # features of the shape the forward documents
+            documented = _documented(model, config, {key}, seed)
+            if key in documented:
+                return documented[key]
+            maker = "the type has no feature extractor" if features is None else "its feature extractor makes none"
+            raise MissingInputBuilder(f"{type(model).__name__} takes {key} but {maker}")
         return features[key].float()
     return build
 
@@ -216,6 +223,9 @@ def _audio_mask(config, model, seed, task):
 
     features, _ = _extractor_features(config, model, seed)
     if features is None or "input_features" not in features:
+        documented = _documented(model, config, {"input_features_mask", "feature_attention_mask"}, seed)
+        if documented:  # beside documented features (see _audio)
+            return next(iter(documented.values()))
         raise MissingInputBuilder(f"no feature extractor of {type(model).__name__} makes features to mask")
     mask = next((features[k] for k in ("input_features_mask", "attention_mask", "feature_attention_mask")
                  if k in features), None)
@@ -234,11 +244,24 @@ def _series(key: str):
         extra = max(_get(config, "lags_sequence", default=[0]) or [0])
         length = context + int(extra)
         channels = int(_get(config, "num_input_channels", "input_size", default=1))
-        shape = (BATCH, length, channels) if channels > 1 or key != "past_time_features" else (BATCH, length)
+        # a univariate series of the probabilistic forecasters (input_size 1) is (batch, time)
+        univariate = getattr(config, "input_size", None) == 1
+        shape = (BATCH, length) if univariate else (BATCH, length, channels)
         if key == "past_time_features":
             shape = (BATCH, length, int(_get(config, "num_time_features", default=1)))
         tensor = torch.randn(shape, generator=_generator(seed + 5))
         return torch.ones_like(tensor) if key == "past_observed_mask" else tensor
+    return build
+
+
+def _region_features(width_key: str, default: int):
+    """Detected-region inputs of vision-language encoders (LXMERT): per image, SEQ_LEN regions
+    of the config's feature width (box features), or of its position width (boxes in 0..1)."""
+    def build(config, model, seed, task):
+        import torch
+
+        width = int(_get(config, width_key, default=default))
+        return torch.rand((BATCH, SEQ_LEN, width), generator=_generator(seed + 8))
     return build
 
 
@@ -257,6 +280,8 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "input_features": _audio("input_features"),
     "input_features_mask": _audio_mask,
     "feature_attention_mask": _audio_mask,
+    "visual_feats": _region_features("visual_feat_dim", 2048),
+    "visual_pos": _region_features("visual_pos_dim", 4),
     "past_values": _series("past_values"),
     "past_time_features": _series("past_time_features"),
     "past_observed_mask": _series("past_observed_mask"),
@@ -283,14 +308,16 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
 
     params = dict(inspect.signature(model.forward).parameters)
     patches = _patch_inputs(model, params, seed)
-    if not patches and not any(name in params for name in MAIN_INPUTS):
-        raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}")
     config = model.config
+    if not patches and not any(name in params for name in MAIN_INPUTS):
+        return _documented_inputs(model, params, seed)
     wanted = [name for name in BUILDERS if name in params
               and (name not in ONLY_WHEN_REQUIRED or name in _required(params))]
     if "input_ids" in wanted and any(k in wanted for k in ("input_values", "input_features")) \
             and "input_ids" not in _required(params) and not _has_audio_tokens(config):
         wanted.remove("input_ids")  # speech models that also accept text take audio first
+    if "input_values" in wanted and "input_features" in wanted:
+        wanted.remove("input_features")  # an encoder-decoder takes either (not both): the waveform
     inputs = {name: BUILDERS[name](config, model, seed, task) for name in wanted if name not in patches}
     inputs.update(patches)
     if "input_ids" in inputs and "attention_mask" in params:
@@ -298,8 +325,42 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
         from conformance.models.tokens import DECODER_LEN, token_ids
 
-        inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
+        from conformance.models.documented import stacked_rows
+
+        rows = BATCH * stacked_rows(model, "decoder_input_ids")
+        inputs["decoder_input_ids"] = token_ids(config, (rows, DECODER_LEN), seed + 3)
+    inputs.update(_documented(model, config, _required(params) - set(inputs), seed))
     missing = _required(params) - set(inputs)
     if missing:
         raise MissingInputBuilder(f"{type(model).__name__}.forward requires {', '.join(sorted(missing))}")
+    return inputs
+
+
+# Documented arguments left to the model even where a forward has no other input: it derives them.
+DERIVED = frozenset({"position_ids", "cache_position", "past_key_values", "cache", "labels", "head_mask",
+                     "inputs_embeds", "decoder_inputs_embeds"})
+
+
+def _documented(model: Any, config: Any, names: set[str], seed: int) -> dict[str, Any]:
+    from conformance.models.documented import documented_input, documented_tensors
+
+    documented = documented_tensors(model.forward, frozenset(_required(dict(inspect.signature(model.forward).parameters))))
+    return {name: documented_input(documented[name], config, seed) for name in sorted(names) if name in documented}
+
+
+def _documented_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
+    """Inputs of a forward that takes none of MAIN_INPUTS (trajectories, latents, embeddings):
+    every documented tensor it requires, and the optional ones it reads (not masks, not what the
+    model derives)."""
+    from conformance.models.documented import documented_tensors
+
+    required = _required(params)
+    documented = documented_tensors(model.forward, frozenset(required))
+    wanted = {name for name in documented if name in params
+              and (name in required or ("mask" not in name and name not in DERIVED))}
+    inputs = _documented(model, model.config, wanted, seed)
+    if not inputs or required - set(inputs):
+        raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}"
+                                  + (f" and documents no shape for {', '.join(sorted(required - set(inputs)))}"
+                                     if required - set(inputs) else ""))
     return inputs

@@ -47,6 +47,10 @@ SIZE_RULES: dict[str, int] = {
     # a video model's clip; tubelets of 2 frames still fit
     "num_frames": 4,
 }
+# Sizes a default config may leave to the checkpoint (None), which the modules need: the
+# vocabulary (ESM, its embeddings), the forecast
+# horizon of time-series transformers (their context length defaults to it).
+LEFT_TO_CHECKPOINT = {"vocab_size": VOCAB, "prediction_length": 4}
 # Lists naming each layer's kind, and the layer counts they must match.
 LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
 LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
@@ -164,8 +168,9 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             out[key] = limit
         elif value is None and key in values and key in MOE_COUNT_KEYS and _is_moe(values):
             out[key] = limit  # an MoE config whose expert counts default to None cannot build
-        elif value is None and key == "vocab_size" and key in values:
-            out[key] = limit  # a vocabulary left to the checkpoint (ESM): its embeddings need one
+    for key, size in LEFT_TO_CHECKPOINT.items():
+        if key in values and values[key] is None:
+            out[key] = size
     image, patch = out.get("image_size", values.get("image_size")), out.get("patch_size", values.get("patch_size"))
     if isinstance(values.get("image_embedding_size"), int) and isinstance(image, int) and isinstance(patch, int):
         out["image_embedding_size"] = max(1, image // patch)  # the patch grid a prompt encoder (SAM) matches
@@ -256,10 +261,21 @@ def _mrope_sections(text: dict[str, Any]) -> dict[str, Any]:
     rope = text.get("rope_parameters")
     if not isinstance(rope, dict) or "mrope_section" in rope:
         return {}
+    kinds = text.get("layer_types")
+    if not rope and isinstance(kinds, list) and kinds:
+        # an empty default whose rotary embedding is looked up by layer type (Cohere Compass):
+        # each kind gets default RoPE, with its sections
+        rope = {kind: {"rope_type": "default", "rope_theta": text.get("rope_theta") or 10000.0} for kind in kinds}
     head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
-    factor = rope.get("partial_rotary_factor") or text.get("partial_rotary_factor") or 1.0
-    half = int(head_dim * factor) // 2
-    return {"rope_parameters": {**rope, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}}
+
+    def sectioned(params: dict[str, Any]) -> dict[str, Any]:
+        factor = params.get("partial_rotary_factor") or text.get("partial_rotary_factor") or 1.0
+        half = int(head_dim * factor) // 2
+        return {**params, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
+
+    if rope and all(isinstance(v, dict) for v in rope.values()):  # per layer type
+        return {"rope_parameters": {kind: sectioned(params) for kind, params in rope.items()}}
+    return {"rope_parameters": sectioned(rope)}
 
 
 def _text_part_of_merged_grid_model(config: Any) -> bool:

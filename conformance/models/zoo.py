@@ -106,7 +106,8 @@ def build_config(entry: ZooEntry) -> Any:
         raise BuildError(SKIP[entry.model_type])
     try:
         cls = _config_class(entry)
-        kwargs = _merge(shrink(cls()), CONFIG_OVERRIDES.get(entry.model_type, {}))
+        overrides = CONFIG_OVERRIDES.get(entry.model_type, {})
+        kwargs = _merge(shrink(_default_config(cls, overrides)), overrides)
         config = cls(**kwargs)
     except Exception as exc:  # noqa: BLE001 - any failure is this type's build status
         raise BuildError(f"config: {type(exc).__name__}: {_first_line(exc)}") from exc
@@ -115,6 +116,17 @@ def build_config(entry: ZooEntry) -> Any:
     if entry.task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
         config.pad_token_id = 0  # a batch of two needs a pad id to find the last token
     return config
+
+
+def _default_config(cls: Any, overrides: dict[str, Any]) -> Any:
+    """The config class's default, or, for a class whose own default fails its validators (a
+    Gemma 4 assistant around a full Gemma 4 text config), the default with the type's overrides."""
+    try:
+        return cls()
+    except Exception:
+        if not overrides:
+            raise
+        return cls(**overrides)
 
 
 def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any = None) -> Any:
@@ -126,6 +138,7 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
     config = config if config is not None else build_config(entry)
     try:
         cls = getattr(transformers, entry.class_name)
+        config = _own_part(cls, config)
         torch.manual_seed(seed)
         try:
             model = cls._from_config(config, attn_implementation=attn, dtype=torch.float32)
@@ -141,6 +154,19 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
     except Exception as exc:  # noqa: BLE001
         raise BuildError(f"model: {type(exc).__name__}: {_first_line(exc)}") from exc
     return model.eval()
+
+
+def _own_part(cls: Any, config: Any) -> Any:
+    """The sub-config of a composite `config` that `cls` is built from, when its own config class
+    is that part's (MusicgenForCausalLM takes the decoder part of a MusicgenConfig); else `config`."""
+    own = getattr(cls, "config_class", None)
+    if own is None or isinstance(config, own):
+        return config
+    for key in getattr(config, "sub_configs", None) or {}:
+        part = getattr(config, key, None)
+        if isinstance(part, own):
+            return part
+    return config
 
 
 def _head_config(cls: Any, config: Any) -> Any | None:

@@ -18,6 +18,8 @@ REPRESENTATIVES = [
     "glpn:depth-estimation",
     # tables reached by the shrink rules for joined parts: backbone stages, queries, <eos> pooling
     "tipsv2_dpt:depth-estimation", "rf_detr:object-detection", "bart:sequence-classification",
+    # inputs from the shapes a forward documents: a trajectory, stacked codebook rows
+    "decision_transformer", "musicgen",
 ]
 
 
@@ -72,7 +74,9 @@ def test_unknown_task_names_the_known_ones():
 def test_new_task_tables_pass_on_a_fault_free_sim(models_ctx, use_profile, subject):
     result = run(models_ctx, subject)
     assert result.status is Status.PASS, result.message
-    assert result.aten_ops and result.extra["task"] == subject.split(":")[1]
+    from conformance.models import zoo
+
+    assert result.aten_ops and result.extra["task"] == zoo.pairs()[subject].task
 
 
 def test_a_fault_in_an_audio_model_is_caught(models_ctx, use_profile):
@@ -83,8 +87,17 @@ def test_a_fault_in_an_audio_model_is_caught(models_ctx, use_profile):
     assert result.divergence and "wav2vec2" in result.divergence
 
 
+def test_a_fault_in_a_model_fed_documented_inputs_is_caught(models_ctx, use_profile):
+    # musicgen's decoder takes a row per codebook (documented as batch_size * num_codebooks)
+    use_profile({"name": "gelu-scale",
+                 "faults": [{"op": "aten.gelu.default", "dtype": "float32", "kind": "scale", "value": 1.05}]})
+    result = run(models_ctx, "musicgen")
+    assert result.status is Status.MISMATCH
+    assert result.divergence == "model.decoder.layers.0.activation_fn (GELUActivation)"
+
+
 def test_a_pair_without_an_input_builder_is_a_ref_error(models_ctx):
-    result = run(models_ctx, "decision_transformer")
+    result = run(models_ctx, "bark")  # its forward takes one undocumented `input`
     assert result.status is Status.REF_ERROR
     assert "inputs failed: MissingInputBuilder" in result.message
 

@@ -1,0 +1,101 @@
+"""Inputs built from the shapes a forward documents, for forwards whose main input no rule in
+`modalities.py` knows (trajectories, latents, query or noise embeddings, forecast paddings).
+
+Transformers documents each forward argument as "name (`torch.Tensor` of shape `(batch_size,
+hidden_size, frames)`)". Each dimension name becomes a size: `batch_size` the batch, a number
+itself, a field of the model's config (or of one of its sub-configs) its value, any other name
+(a length: `sequence_length`, `frames`, `episode_length`) the tiny sequence length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+BATCH = 2
+SEQ_LEN = 8
+# "name (`torch.LongTensor` of shape `(batch_size, sequence_length)`"
+DOCUMENTED_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)` of shape `\(([^)]*)\)`", re.M)
+
+
+@dataclasses.dataclass(frozen=True)
+class DocumentedTensor:
+    name: str
+    type_name: str  # e.g. "torch.LongTensor"
+    dims: tuple[str, ...]
+
+    @property
+    def integral(self) -> bool:
+        return "Long" in self.type_name or "Int" in self.type_name or "Bool" in self.type_name
+
+
+# Undocumented arguments whose names say they are a sequence of the model's hidden states.
+HIDDEN_SUFFIXES = ("_embeds", "hidden_states")
+
+
+def documented_tensors(forward: Any, required: frozenset[str] = frozenset()) -> dict[str, DocumentedTensor]:
+    """The tensor arguments `forward`'s docstring gives a shape for, by name; a `required`
+    argument it leaves undocumented that is named as embeddings or hidden states
+    (Blip2QFormer's query_embeds) is a (batch, length, hidden_size) sequence."""
+    found: dict[str, DocumentedTensor] = {}
+    for name, type_name, dims in DOCUMENTED_ARG.findall(getattr(forward, "__doc__", None) or ""):
+        if "Tensor" in type_name:
+            found.setdefault(name, DocumentedTensor(name, type_name, tuple(d.strip() for d in dims.split(",")
+                                                                              if d.strip())))
+    for name in sorted(required - set(found)):
+        if name.endswith(HIDDEN_SUFFIXES):
+            found[name] = DocumentedTensor(name, "torch.FloatTensor", ("batch_size", "sequence_length", "hidden_size"))
+    return found
+
+
+# Audio features span more frames than a text sequence: encoders subsample them by up to 8.
+AUDIO_FRAMES = 64
+# Generic dimension names and the config fields that size them, first found wins.
+DIM_FIELDS: dict[str, tuple[str, ...]] = {
+    "feature_dim": ("feature_projection_input_dim", "num_mel_bins", "input_feat_per_channel", "feature_size"),
+}
+
+
+def _size(dim: str, config: Any, length: int) -> int:
+    if dim == "batch_size":
+        return BATCH
+    if dim.isdigit():
+        return int(dim)
+    configs = (config, *(getattr(config, key, None) for key in getattr(config, "sub_configs", {}) or {}))
+    for field in DIM_FIELDS.get(dim, (dim,)):
+        for cfg in configs:
+            value = getattr(cfg, field, None) if cfg is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return length
+
+
+def documented_input(tensor: DocumentedTensor, config: Any, seed: int):
+    """A tensor of the documented shape: masks all ones (every position valid), paddings all
+    zeros (none padded), other integer tensors zeros (the first step, frequency or class, always
+    in range), float tensors standard normal from a private generator."""
+    import torch
+
+    length = AUDIO_FRAMES if tensor.name.startswith(("input_features", "feature_attention")) else SEQ_LEN
+    shape = tuple(_size(dim, config, length) for dim in tensor.dims)
+    if "mask" in tensor.name:
+        return torch.ones(shape, dtype=torch.long)
+    if tensor.integral or "padding" in tensor.name:
+        return torch.zeros(shape, dtype=torch.long if tensor.integral else torch.float32)
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed + 9))
+
+
+def stacked_rows(model: Any, name: str) -> int:
+    """Rows per sample of the token tensor `name`: k where the forward documents its first
+    dimension as `batch_size * k` (Musicgen decoders stack one row per codebook), else 1."""
+    if model is None:
+        return 1
+    tensor = documented_tensors(model.forward).get(name)
+    if tensor is None or not tensor.dims or "*" not in tensor.dims[0]:
+        return 1
+    rows = 1
+    for factor in (f.strip() for f in tensor.dims[0].split("*")):
+        if factor != "batch_size":
+            rows *= _size(factor, model.config, 1)
+    return rows
