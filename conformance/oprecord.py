@@ -44,6 +44,11 @@ class OpRecorder(TorchDispatchMode):
         self.failing_op: str | None = None
         self.on_op = on_op
 
+    def reset(self) -> None:
+        """Forget what was recorded, so one recorder serves many runs (one per sample)."""
+        self.ops = Counter()
+        self.failing_op = None
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = op_name(func)

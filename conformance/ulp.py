@@ -22,6 +22,7 @@ cast rounds twice, via float32); the sim faults use the same functions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -51,6 +52,7 @@ RULE_SHARE = 0.9  # share of the deciding elements a deterministic rule must exp
 NEIGHBOUR_SHARE = 0.9  # share of inexact elements that must land on a neighbour of the exact value
 
 
+@functools.cache  # asked for every output leaf judged
 def rounding_dtypes() -> tuple[torch.dtype, ...]:
     """The output dtypes this module measures."""
     return (torch.float32, torch.bfloat16, torch.float16, *(d for d in DOUBLE_ROUNDING_VIA if d.itemsize == 1))
@@ -350,8 +352,9 @@ OracleLeaf = tuple  # (values: a flat output, hi: its flat float64 oracle, dtype
 
 def measurable(out: Any) -> bool:
     """Does `out` hold a leaf these statistics measure? (else its oracle would be wasted work)"""
+    leaves = (out,) if isinstance(out, torch.Tensor) else pytree.tree_leaves(out)
     return any(isinstance(t, torch.Tensor) and t.numel() and t.layout == torch.strided
-               and t.dtype.to_real() in rounding_dtypes() for t in pytree.tree_leaves(out))
+               and t.dtype.to_real() in rounding_dtypes() for t in leaves)
 
 
 def oracle_leaves(ref: Any, hi: Any) -> list[OracleLeaf]:

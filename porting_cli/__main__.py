@@ -1,3 +1,3 @@
-from porting_cli.cli import main
+from porting_cli.cli import console_main
 
-main(prog_name="neuron-check")
+console_main()

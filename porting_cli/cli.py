@@ -135,3 +135,45 @@ def main(ctx: click.Context, debug: bool) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+
+
+def console_main() -> None:
+    """The process entry point (the `neuron-check` script and `python -m porting_cli`): the
+    command group, then `exit_process` with its status. In-process callers (tests,
+    CliRunner) call `main` and get its SystemExit instead."""
+    try:
+        main(prog_name="neuron-check")
+    except SystemExit as exc:
+        exit_process(exc.code)
+
+
+def exit_process(code: int | str | None) -> None:
+    """End the process as `sys.exit(code)` would, without the interpreter's teardown.
+
+    Tearing down an interpreter that has imported torch takes about a second (freeing every
+    module and torch's registrations), after the command is done and its output written:
+    every `neuron-check ops` run paid it. What a normal exit does that matters still happens:
+    non-daemon threads are waited for, atexit handlers run (logging, multiprocessing's
+    children, temporary folders, Ray), the standard streams are flushed.
+    """
+    import atexit
+    import threading
+
+    if code is None:
+        status = EXIT_OK
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("text") prints the text and exits 1
+        print(code, file=sys.stderr)
+        status = 1
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be written
+            pass
+    os._exit(status % 256)  # as the OS reports sys.exit's status

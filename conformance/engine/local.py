@@ -245,10 +245,13 @@ class LocalExecutor(Executor):
         try:
             while remaining:
                 for worker in workers:
-                    if worker.ready and not worker.batch and pending:
+                    # The next batch goes out while the last item of the current one runs, so a
+                    # worker never idles while we store its results.
+                    if worker.ready and len(worker.batch) <= 1 and pending:
                         size = max(1, min(MAX_BATCH, len(pending) // (jobs * 4)))
-                        worker.batch.extend(pending.popleft() for _ in range(min(size, len(pending))))
-                        worker.conn.send(("batch", list(worker.batch)))
+                        batch = [pending.popleft() for _ in range(min(size, len(pending)))]
+                        worker.batch.extend(batch)
+                        worker.conn.send(("batch", batch))
                 multiprocessing.connection.wait(
                     [w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=POLL_S
                 )

@@ -57,18 +57,20 @@ def identical(dev: Any, ref: Any) -> bool:
 
 
 def _identical(dev: Any, ref: Any) -> bool:
+    if type(ref) is torch.Tensor and type(dev) is torch.Tensor:  # most outputs: no tree to flatten
+        return _identical_leaf(dev, ref)
     dev_leaves, dev_spec = pytree.tree_flatten(dev)
     ref_leaves, ref_spec = pytree.tree_flatten(ref)
     if dev_spec != ref_spec:
         return False
-    for d, r in zip(dev_leaves, ref_leaves):
-        if isinstance(r, torch.Tensor):
-            if not (isinstance(d, torch.Tensor) and d.dtype == r.dtype and d.shape == r.shape
-                    and d.layout == r.layout == torch.strided and torch.equal(d, r)):
-                return False
-        elif type(d) is not type(r) or d != r:
-            return False
-    return True
+    return all(_identical_leaf(d, r) for d, r in zip(dev_leaves, ref_leaves))
+
+
+def _identical_leaf(d: Any, r: Any) -> bool:
+    if isinstance(r, torch.Tensor):
+        return (isinstance(d, torch.Tensor) and d.dtype == r.dtype and d.shape == r.shape
+                and d.layout == r.layout == torch.strided and torch.equal(d, r))
+    return type(d) is type(r) and d == r
 
 
 # -- what the OpInfo says about itself ------------------------------------------
@@ -118,7 +120,8 @@ def tolerance_overrides(op: Any, dtype: torch.dtype, device_type: str, backward:
 
 def wrong_device(dev_out: Any, device_type: str) -> str | None:
     """A reason when a tensor output of the device run is not on the device."""
-    for index, leaf in enumerate(pytree.tree_leaves(dev_out)):
+    leaves = (dev_out,) if isinstance(dev_out, torch.Tensor) else pytree.tree_leaves(dev_out)
+    for index, leaf in enumerate(leaves):
         if isinstance(leaf, torch.Tensor) and leaf.device.type != device_type:
             return f"output {index} is on {leaf.device}, not on {device_type}"
     return None

@@ -111,20 +111,40 @@ def plain_sizes(value: Any) -> Any:
     return tuple(value) if isinstance(value, torch.Size) else value
 
 
-def tensor_versions(sample: Any) -> list[int]:
-    """In-place update counters of the sample's tensors: they move when an op writes its input."""
-    leaves = pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
-    return [t._version for t in leaves if isinstance(t, torch.Tensor)]
+def sample_tensors(sample: Any) -> list[torch.Tensor]:
+    """The sample's tensors in traversal order (input, args, kwargs; through lists, tuples and
+    dicts, the containers `transform_sample` copies), found once per sample."""
+    found: list[torch.Tensor] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+    walk((sample.input, sample.args, sample.kwargs))
+    return found
+
+
+def tensor_versions(tensors: list[torch.Tensor]) -> list[int]:
+    """In-place update counters of a sample's tensors (`sample_tensors`): they move when an op
+    writes its input."""
+    return [t._version for t in tensors]
 
 
 def to_cpu(value: Any) -> Any:
     """Device outputs copied to the CPU, outside autograd (one device op per tensor: a tensor
     that does not require grad needs no device-side detach)."""
-    def move(t: Any) -> Any:
-        if not isinstance(t, torch.Tensor):
-            return t
-        return t.detach().to("cpu") if t.requires_grad else t.to("cpu")
-    return pytree.tree_map(move, value)
+    if isinstance(value, torch.Tensor):  # most ops' whole output: no tree to walk
+        return _tensor_to_cpu(value)
+    return pytree.tree_map(lambda t: _tensor_to_cpu(t) if isinstance(t, torch.Tensor) else t, value)
+
+
+def _tensor_to_cpu(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu") if t.requires_grad else t.to("cpu")
 
 
 def grad_inputs(sample: Any) -> list[torch.Tensor]:

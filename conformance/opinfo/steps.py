@@ -32,7 +32,7 @@ from conformance import ulp
 from conformance.numerics import Comparison, compare
 from conformance.opinfo import checks as chk
 from conformance.opinfo import samples as smp
-from conformance.oprecord import record_ops
+from conformance.oprecord import OpRecorder
 from conformance.outcome import ReferenceFailed, describe_exception
 from op_db.records import shorten
 
@@ -61,6 +61,9 @@ class ItemSetup:
     oracle_dtype: torch.dtype | None  # None: the item's outputs get no float64 oracle
     device_fn: Any  # the op, or its torch.compile'd wrapper
     watch: Any = None  # compile mode: the item's conformance.compiling.watch.CompileWatch
+    # Eager mode: the one aten-op recorder of the item, entered around each sample's device run
+    # (reset each time); None in compile mode, where nothing is recorded.
+    recorder: OpRecorder | None = None
     expect_rounding: str | None = None  # OpsOptions.expect_rounding: judged over the whole item
 
 
@@ -98,6 +101,7 @@ class DeviceRun:
     comparison: Comparison | None = None  # set once the output is judged
 
 
+_NOTHING = contextlib.nullcontext()  # reentrant: stands in for the watch or recorder an item lacks
 # Bit-identical samples measure the CPU's rounding on both sides, so they cannot make the bias
 # rule fire; past this many of their elements per item the oracle is not worth its cost.
 IDENTICAL_ELEMENTS_MEASURED = 256
@@ -116,7 +120,7 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
         compiled=compiled, compile_backend=ctx.compile_backend if compiled else None, seed=ctx.config.seed, reference_inputs=options.reference_inputs,
         max_samples=options.max_samples, rtol=rtol, atol=atol, meta_only=meta_only,
         oracle_dtype=None if meta_only or kind == "undefined" else smp.oracle_dtype(dtype),
-        device_fn=device_fn, watch=watch,
+        device_fn=device_fn, watch=watch, recorder=None if compiled else OpRecorder(device_type),
         expect_rounding=options.expect_rounding,
     )
     return setup, ItemTally(kind=kind)
@@ -213,11 +217,13 @@ def run_reference(setup: ItemSetup, tally: ItemTally, sample: Any) -> Reference 
 def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangents: list[torch.Tensor] | None) -> DeviceRun:
     """The op (and gradients) on the device, its aten ops recorded; never raises."""
     run = DeviceRun()
-    # Under torch.compile nothing is recorded: Dynamo declines to compile while a dispatch
-    # mode is active, which would test eager instead.
-    recording = contextlib.nullcontext(None) if setup.compiled else record_ops(setup.device_type)
-    watching = setup.watch if setup.compiled else contextlib.nullcontext()
-    with watching, recording as recorder, setup.adapter.track_fallbacks() as tracker:
+    # Under torch.compile nothing is recorded (setup.recorder is None): Dynamo declines to
+    # compile while a dispatch mode is active, which would test eager instead.
+    recorder = setup.recorder
+    if recorder is not None:
+        recorder.reset()
+    watching = _NOTHING if setup.watch is None else setup.watch
+    with watching, _NOTHING if recorder is None else recorder, setup.adapter.track_fallbacks() as tracker:
         try:
             out = call(setup, tally, setup.device_fn, dev_sample)
             if setup.backward:
@@ -229,7 +235,8 @@ def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangent
             if recorder is not None:
                 run.ops, run.failing_op = dict(recorder.ops), recorder.failing_op
                 tally.aten_ops.update(recorder.ops)
-    tally.fallbacks.update(tracker.ops)
+    if tracker.ops:
+        tally.fallbacks.update(tracker.ops)
     if run.error is None:
         run.placement = chk.wrong_device(out, setup.device_type)
         run.output = out if setup.meta_only else smp.to_cpu(out)
@@ -243,10 +250,11 @@ def run_eagerly(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangents:
 
 
 def retry_with_cpu_arguments(setup: ItemSetup, error: BaseException, index: int, sample: Any,
-                             versions: list[int]) -> Any | None:
+                             untouched: bool) -> Any | None:
     """Some sample functions keep an argument on the CPU on purpose (tensor_split's indices);
-    moving it made the device refuse. The device copy with those left on the CPU, or None."""
-    if not smp.WANTS_CPU_ARGUMENT.search(str(error)) or smp.tensor_versions(sample) != versions:
+    moving it made the device refuse. The device copy with those left on the CPU, or None.
+    `untouched`: the CPU reference left the sample's tensors as they were (no in-place write)."""
+    if not smp.WANTS_CPU_ARGUMENT.search(str(error)) or not untouched:
         return None
     try:
         with torch.random.fork_rng(devices=[]):
@@ -257,11 +265,12 @@ def retry_with_cpu_arguments(setup: ItemSetup, error: BaseException, index: int,
     return smp.to_device(sample, setup.device, stay) if stay else None
 
 
-def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, versions: list[int],
+def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, untouched: bool,
                   cotangents: list[torch.Tensor] | None) -> Any:
-    """The float64 result of the untouched sample; None when the op wrote its input in place
-    (version counters moved) or float64 fails: the rule then uses the plain check alone."""
-    if smp.tensor_versions(sample) != versions:
+    """The float64 result of the sample; None when the reference wrote its input in place
+    (`untouched` False: version counters moved) or float64 fails: the rule then uses the
+    plain check alone."""
+    if not untouched:
         return None
     hi_sample = smp.to_oracle(sample, setup.dtype, setup.oracle_dtype)
     try:
@@ -355,18 +364,20 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
         eager_sample = smp.to_device(sample, setup.device) if setup.compiled else None
     except Exception as exc:  # the device cannot even hold the inputs (a layout, a dtype)
         dev_sample, eager_sample, move_error = None, None, exc
-    versions = smp.tensor_versions(sample)
+    tensors = smp.sample_tensors(sample)
+    versions = smp.tensor_versions(tensors)
     try:
         reference = run_reference(setup, tally, sample)
     except Exception as exc:
         return ReferenceFailed(shorten(f"CPU reference failed: {describe_exception(exc)}"))
     if reference == NO_GRAD:
         return NO_GRAD
+    untouched = smp.tensor_versions(tensors) == versions
     if move_error is not None:
         return DeviceRun(error=move_error)
     run = run_on_device(setup, tally, dev_sample, reference.cotangents)
     if run.error is not None:
-        retry = retry_with_cpu_arguments(setup, run.error, index, sample, versions)
+        retry = retry_with_cpu_arguments(setup, run.error, index, sample, untouched)
         if retry is None:
             return run
         run = run_on_device(setup, tally, retry, reference.cotangents)
@@ -374,7 +385,7 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
             return run
     oracle = None
     if setup.oracle_dtype is not None:
-        oracle = lambda: oracle_output(setup, tally, sample, versions, reference.cotangents)  # noqa: E731
+        oracle = lambda: oracle_output(setup, tally, sample, untouched, reference.cotangents)  # noqa: E731
     run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle)
     if setup.compiled and not setup.meta_only:
         from conformance.opinfo.compiled import check_against_eager
