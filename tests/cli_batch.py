@@ -1,5 +1,5 @@
-"""Run many neuron-check command lines in one Python process, each as the console script runs
-it (``porting_cli.cli.main``), with its own working folder, environment and argv.
+"""Run many neuron-check command lines in one Python process, each through ``porting_cli.cli.main``
+(which the console script's ``console_main`` wraps), with its own working folder, environment and argv.
 
 Used by tests that check how the CLI meets bad input: one process imports torch once instead
 of once per command line. Each command's stderr is read from file descriptor 2 itself, so
