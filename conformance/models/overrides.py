@@ -40,6 +40,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "voxtral": {"audio_token_id": 24},
     # Special-token ids have no defaults (None; the checkpoints give them); the padding mask needs one.
     "esm": {"pad_token_id": 1, "mask_token_id": 32},
+    # Per-label thresholds and reading-order priorities come with the checkpoint (None by default);
+    # the detection head indexes them by label, so the tiny model's two labels get one each.
+    "pp_doclayout_v2": {"class_thresholds": [0.5, 0.5], "class_order": [0, 1]},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

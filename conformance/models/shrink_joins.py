@@ -29,18 +29,28 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
         return
 
     def follows(key: str, value: Any) -> bool:
-        return key.endswith(WIDTH_SUFFIXES) and isinstance(value, int) and not isinstance(value, bool) \
-            and value in widths
+        if not key.endswith(WIDTH_SUFFIXES):
+            return False
+        if isinstance(value, list):  # per-level widths (a decoder's `decoder_in_channels`)
+            return bool(value) and all(_is_width(v) and v in widths for v in value)
+        return _is_width(value) and value in widths
+
+    def followed(value: Any) -> Any:
+        return [widths[v] for v in value] if isinstance(value, list) else widths[value]
 
     for key, value in values.items():
-        if key not in out and follows(key, value):
-            out[key] = widths[value]
+        if out.get(key, value) == value and follows(key, value):  # unshrunk (a tuple made a list counts)
+            out[key] = followed(value)
     for key, original in originals.items():
         for field, value in original.items():
             if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
-                out[key][field] = widths[value]
+                out[key][field] = followed(value)
             elif field == "num_pos_feats" and isinstance(value, int) and 2 * value in widths:
                 out[key][field] = widths[2 * value] // 2  # sine/Fourier features: half per axis pair
+
+
+def _is_width(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def pooled_image_tokens(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
