@@ -43,6 +43,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # Per-label thresholds and reading-order priorities come with the checkpoint (None by default);
     # the detection head indexes them by label, so the tiny model's two labels get one each.
     "pp_doclayout_v2": {"class_thresholds": [0.5, 0.5], "class_order": [0, 1]},
+    # SAM 2's prompt encoder names the Hiera backbone's overall stride (16) its patch size: the dense
+    # prompt grid must match the image embeddings, so it keeps it (the generic rule halves patches).
+    **dict.fromkeys(("sam2", "sam2_video", "edgetam_video"), {"prompt_encoder_config": {"patch_size": 16}}),
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.models.shrink_joins import (backbone_outputs, follow_widths, pinpoints_follow_image_size,
+from conformance.models.shrink_joins import (backbone_outputs, feature_sizes_follow_image_size, follow_widths,
+                                             pinpoints_follow_image_size,
                                              pooled_image_tokens)
 
 # Tiny sizes. A rule only ever shrinks a default (min), so small defaults stay.
@@ -57,6 +58,10 @@ MOE_COUNT_KEYS = frozenset({"num_experts", "n_routed_experts", "num_local_expert
 MAMBA_HEAD_KEYS = (("mamba_n_heads", "mamba_d_head", "mamba_expand", "mamba_n_groups"),
                    ("num_heads", "head_dim", "expand", "n_groups"))
 
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_config(value: Any) -> bool:
@@ -166,6 +171,9 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             out[key] = limit  # an MoE config whose expert counts default to None cannot build
         elif value is None and key == "vocab_size" and key in values:
             out[key] = limit  # a vocabulary left to the checkpoint (ESM): its embeddings need one
+        elif key == "image_size" and isinstance(value, list) and len(value) == 2 \
+                and all(_is_size(v) for v in value) and max(value) > limit:
+            out[key] = [min(v, limit) for v in value]  # (height, width)
     image, patch = out.get("image_size", values.get("image_size")), out.get("patch_size", values.get("patch_size"))
     if isinstance(values.get("image_embedding_size"), int) and isinstance(image, int) and isinstance(patch, int):
         out["image_embedding_size"] = max(1, image // patch)  # the patch grid a prompt encoder (SAM) matches
@@ -223,6 +231,7 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             originals[key] = sub.to_dict()
             out[key] = {**originals[key], **shrink(sub, token_ids)}
     follow_widths(values, out, originals)
+    out.update(feature_sizes_follow_image_size(values, out, originals))
     out.update(pooled_image_tokens(values, out))
     out.update(pinpoints_follow_image_size(values, out))
     _default_mrope(values, out)

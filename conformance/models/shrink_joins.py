@@ -4,12 +4,15 @@ it connects to, so the tiny config stays consistent (`shrink.py` applies them af
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 # The widths a model's parts are joined by; a field elsewhere that equalled one (a neck's
 # `reassemble_hidden_size`, a head's `audio_hidden_size`) must follow it when it shrinks.
 WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
+# Lists of per-stage widths by name (not head counts, image or feature-map sizes).
+STAGE_WIDTH_NAME = re.compile(r"(dim|channel|hidden_size)(?!.*head)")
 WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size", "projection_size", "_channels", "_groups")  # groups == width: depthwise
 
 
@@ -38,19 +41,60 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
     def followed(value: Any) -> Any:
         return [widths[v] for v in value] if isinstance(value, list) else widths[value]
 
+    def fix(key: str, value: Any) -> Any:
+        """The field's value following the shrunk widths, or None when it does not follow one."""
+        if follows(key, value):
+            return followed(value)
+        return _stage_widths(key, value, widths)
+
     for key, value in values.items():
-        if out.get(key, value) == value and follows(key, value):  # unshrunk (a tuple made a list counts)
-            out[key] = followed(value)
+        if out.get(key, value) == value and (new := fix(key, value)) is not None:  # unshrunk (a tuple made a list counts)
+            out[key] = new
     for key, original in originals.items():
         for field, value in original.items():
-            if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
-                out[key][field] = followed(value)
+            if out[key].get(field) == value and field not in WIDTH_KEYS and (new := fix(field, value)) is not None:
+                out[key][field] = new
             elif field == "num_pos_feats" and isinstance(value, int) and 2 * value in widths:
                 out[key][field] = widths[2 * value] // 2  # sine/Fourier features: half per axis pair
 
 
+def _stage_widths(key: str, value: Any, widths: dict[int, int]) -> list[int] | None:
+    """Per-stage widths that grow from a shrunk width (Hiera's `embed_dim_per_stage` [96, 192, ...]
+    from hidden_size 96, a neck's `backbone_channel_list` in reverse) scale with it, or None."""
+    if not STAGE_WIDTH_NAME.search(key) or not isinstance(value, list) or len(value) < 2 \
+            or not all(_is_width(v) and v > 0 for v in value):
+        return None
+    base = next((v for v in value if v in widths and all(u % v == 0 for u in value)), None)
+    if base is None or any(u * widths[base] % base for u in value):
+        return None
+    return [u * widths[base] // base for u in value]
+
+
 def _is_width(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def feature_sizes_follow_image_size(values: dict[str, Any], out: dict[str, Any],
+                                    originals: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Feature-map sizes a neck is told per level (SAM 2's `backbone_feature_sizes`, (h, w) pairs)
+    scale with the image size of the backbone sub-config that makes them."""
+    ratios = [_side(out[key].get("image_size")) / _side(original.get("image_size"))
+              for key, original in originals.items()
+              if _side(original.get("image_size")) and _side(out[key].get("image_size"))]
+    ratio = min(ratios, default=1.0)
+    fixes: dict[str, Any] = {}
+    for key, value in values.items():
+        if ratio < 1 and key.endswith("feature_sizes") and isinstance(value, list) and value \
+                and all(isinstance(pair, list) and all(_is_width(v) for v in pair) for pair in value):
+            fixes[key] = [[max(1, round(v * ratio)) for v in pair] for pair in value]
+    return fixes
+
+
+def _side(size: Any) -> int:
+    """The height of an image size given as an int or an (h, w) list; 0 when unknown."""
+    if isinstance(size, list) and size and _is_width(size[0]):
+        return size[0]
+    return size if _is_width(size) else 0
 
 
 def pooled_image_tokens(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
