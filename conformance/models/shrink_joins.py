@@ -97,6 +97,46 @@ def _side(size: Any) -> int:
     return size if _is_width(size) else 0
 
 
+# Fields naming hidden-state layers of a tower by index (one int or a list; negative from the end).
+LAYER_INDEX_KEYS = ("vision_feature_layer", "intermediate_hook_ids")
+SELECTED_LAYERS_KEY = "backbone_out_indices"
+# Sub-configs whose layers such indices name, first found wins; else the config's own layers.
+TOWER_KEYS = ("vision_config", "image_model_config", "backbone_config")
+LAYER_COUNT_NAMES = ("num_hidden_layers", "num_layers")
+
+
+def layer_indices_follow_layers(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """Indices of a tower's hidden states (VipLlava's `vision_feature_layer` [-2, -5, ..., 6], Depth
+    Pro's `intermediate_hook_ids` [11, 5]) clamped into the tiny tower's layers, at top level or in
+    a sibling sub-config (Molmo2's adapter); repeats are kept so per-index widths still add up."""
+    merged = {**values, **out}
+    tower = next((merged[k] for k in TOWER_KEYS if isinstance(merged.get(k), dict)), merged)
+    count = next((tower[k] for k in LAYER_COUNT_NAMES if _is_width(tower.get(k))), None)
+    if not count:
+        return {}
+
+    def clamped(value: Any) -> Any:
+        if isinstance(value, list):
+            return [clamped(v) for v in value]
+        if not _is_width(value):
+            return value
+        return min(value, count - 1) if value >= 0 else max(value, -count)
+
+    fixes: dict[str, Any] = {key: clamped(merged[key]) for key in LAYER_INDEX_KEYS
+                             if key in merged and clamped(merged[key]) != merged[key]}
+    selected = merged.get(SELECTED_LAYERS_KEY)
+    if tower is merged and isinstance(selected, list) and len(set(selected)) > count:
+        # layers picked as a set (DPT's neck wants one map per index): one tiny layer per index
+        count_key = next(k for k in LAYER_COUNT_NAMES if _is_width(tower.get(k)))
+        fixes.update({count_key: len(selected), SELECTED_LAYERS_KEY: list(range(len(selected)))})
+    for name, sub in out.items():
+        if isinstance(sub, dict) and name not in TOWER_KEYS:
+            inner = {key: clamped(sub[key]) for key in LAYER_INDEX_KEYS if key in sub and clamped(sub[key]) != sub[key]}
+            if inner:
+                fixes[name] = {**sub, **inner}
+    return fixes
+
+
 def pooled_image_tokens(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
     """Models that average-pool the tiny vision grid down to `mm_tokens_per_image` tokens (Gemma 3)
     pool by patches-per-side // tokens-per-side: keep a 2x2 pool over the tiny grid."""
