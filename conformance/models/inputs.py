@@ -68,10 +68,14 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
         candidates = [{**c, "image_sizes": sizes} for c in candidates + tiled] + candidates
     vision = getattr(config, "vision_config", None)
     if "image_grid_thw" in params and vision is not None:
-        from conformance.models.modalities import flat_patches
+        from conformance.models.patches import merge_sizes, patch_layouts
 
-        flat, grid = flat_patches(vision, seed, pixels.shape[0])
-        candidates.append({"pixel_values": flat, "image_grid_thw": grid})
+        # per-image merge windows (VideoLLaMA 3), named by the head or by the model it wraps
+        named = {*inspect.signature(model.get_image_features).parameters, *params}
+        extra = {name: merge_sizes(vision, pixels.shape[0]) for name in named
+                 if name.endswith("merge_sizes") and not name.startswith("video")}
+        candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
+                       for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
     return candidates
 
 

@@ -72,21 +72,6 @@ def _pixels(config, model, seed, task):
     return torch.randn(shape, generator=_generator(seed + 1))
 
 
-def flat_patches(vision: Any, seed: int, batch: int = BATCH):
-    """(patch rows, grid) for vision towers that take flattened patches with a (t, h, w) grid per
-    image (Qwen2-VL and its descendants): one frame, patches per side a multiple of the merge
-    window; each row is channels x temporal x patch x patch wide."""
-    import torch
-
-    patch = int(getattr(vision, "patch_size", 8) or 8)
-    temporal = int(getattr(vision, "temporal_patch_size", 1) or 1)
-    merge = int(getattr(vision, "spatial_merge_size", None) or getattr(vision, "merge_size", 1) or 1)
-    channels = int(getattr(vision, "in_channels", None) or getattr(vision, "num_channels", 3) or 3)
-    side = 2 * merge
-    rows = torch.randn((batch * side * side, channels * temporal * patch * patch), generator=_generator(seed + 1))
-    return rows, torch.tensor([[1, side, side]] * batch)
-
-
 def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
     """Flattened-patch inputs of a vision tower, or {} for a forward that takes whole images:
     a (t, h, w) grid per image, or NaFlex patches (Siglip2) with their per-image shape and mask."""
@@ -97,13 +82,14 @@ def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -
     if main is None:
         return {}
     if grid_key is not None:
-        rows, grid = flat_patches(model.config, seed)
-        out = {main: rows, grid_key: grid}
-        if "merge_sizes" in params:
-            merge = int(getattr(model.config, "spatial_merge_size", None) or 1)
-            out["merge_sizes"] = torch.tensor([merge] * BATCH)
-        return out
+        from conformance.models.patches import merge_sizes, patch_layouts
+
+        extra = {"merge_sizes": merge_sizes(model.config)} if "merge_sizes" in params else {}
+        layouts = [{main: patches, grid_key: grid, **extra} for patches, grid in patch_layouts(model.config, seed)]
+        return next((c for c in layouts if _accepted(model, c)), layouts[0])
     if "spatial_shapes" in params and main == "pixel_values":
+        from conformance.models.patches import flat_patches
+
         rows, grid = flat_patches(model.config, seed)
         side = int(grid[0, 1])
         out = {main: rows.reshape(BATCH, side * side, -1), "spatial_shapes": grid[:, 1:]}
@@ -111,6 +97,18 @@ def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -
             out["pixel_attention_mask"] = torch.ones((BATCH, side * side), dtype=torch.long)
         return out
     return {}
+
+
+def _accepted(model: Any, inputs: dict[str, Any]) -> bool:
+    """Whether the tower's forward runs on `inputs` (a layout is chosen by trying it)."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    except Exception:  # noqa: BLE001 - not this layout
+        return False
+    return True
 
 
 def _decision(values: tuple[int, ...]):

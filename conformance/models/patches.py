@@ -1,0 +1,75 @@
+"""Layouts of flattened-patch image inputs with a (t, h, w) grid per image.
+
+Vision towers that take patches rather than whole images (Qwen2-VL and its many descendants)
+agree on the grid but not on how the patch tensor is laid out: one row per patch, one
+(C, P, P) image per patch, a leading batch of patch sequences, or pixel rows in merge-block
+order. The same random patches are offered in each layout, and the caller keeps the first
+one the model's own code accepts (the layout is measured, not derived, as for image tokens).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.models.tokens import _generator
+
+BATCH = 2
+
+# Names a config gives its temporal patch depth and its merge window.
+TEMPORAL_KEYS = ("temporal_patch_size", "patch_temporal")
+MERGE_KEYS = ("spatial_merge_size", "merge_size", "merge_kernel_size")
+
+
+def _first_int(config: Any, keys: tuple[str, ...], default: int) -> int:
+    for key in keys:
+        value = getattr(config, key, None)
+        if isinstance(value, (list, tuple)) and value:
+            value = value[0]
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return default
+
+
+def merge_size(vision: Any) -> int:
+    return _first_int(vision, MERGE_KEYS, 1)
+
+
+def flat_patches(vision: Any, seed: int, batch: int = BATCH):
+    """(patch rows, grid): one frame per image, patches per side a multiple of the merge window;
+    each row is channels x temporal x patch x patch wide."""
+    import torch
+
+    patch = _first_int(vision, ("patch_size",), 8)
+    temporal = _first_int(vision, TEMPORAL_KEYS, 1)
+    channels = _first_int(vision, ("in_channels", "num_channels"), 3)
+    side = 2 * merge_size(vision)
+    rows = torch.randn((batch * side * side, channels * temporal * patch * patch), generator=_generator(seed + 1))
+    return rows, torch.tensor([[1, side, side]] * batch)
+
+
+def patch_layouts(vision: Any, seed: int, batch: int = BATCH) -> list[tuple[Any, Any]]:
+    """(patches, grid) pairs, the same patches in each layout, most common first: a row per patch;
+    a (C, P, P) image per patch (Kimi-K2.5), a batch of one such sequence (PaddleOCR-VL); a row or a
+    channels-last image per merged token with the grid counted in merged tokens (Inkling2)."""
+    rows, grid = flat_patches(vision, seed, batch)
+    temporal = _first_int(vision, TEMPORAL_KEYS, 1)
+    patch = _first_int(vision, ("patch_size",), 8)
+    channels = rows.shape[-1] // (temporal * patch * patch)
+    count = rows.shape[0]
+    images = rows.reshape(count, channels, temporal, patch, patch)
+    per_patch = images[:, :, 0] if temporal == 1 else images
+    # the grid counted in merged tokens: a row per token, or its (mP, mP, C) pixels (Inkling2)
+    merge = merge_size(vision)
+    tokens = grid // grid.new_tensor([1, merge, merge])
+    token_pixels = per_patch[:, :, 0] if temporal > 1 else per_patch
+    token_pixels = token_pixels.reshape(count // merge ** 2, merge, merge, channels, patch, patch) \
+        .permute(0, 1, 4, 2, 5, 3).reshape(count // merge ** 2, merge * patch, merge * patch, channels)
+    return [(rows, grid), (per_patch, grid), (per_patch.unsqueeze(0), grid),
+            (rows.reshape(count // merge ** 2, -1), tokens), (token_pixels, tokens)]
+
+
+def merge_sizes(vision: Any, batch: int = BATCH):
+    """Each image's merge window, for towers that take it per image (VideoLLaMA 3)."""
+    import torch
+
+    return torch.tensor([merge_size(vision)] * batch)
