@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.models.shrink_joins import (backbone_outputs, feature_sizes_follow_image_size, follow_widths,
-                                             layer_indices_follow_layers, pinpoints_follow_image_size,
+                                             layer_indices_follow_layers, merged_widths_follow,
+                                             pinpoints_follow_image_size,
                                              pooled_image_tokens)
 
 # Tiny sizes. A rule only ever shrinks a default (min), so small defaults stay.
@@ -231,6 +232,7 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             originals[key] = sub.to_dict()
             out[key] = {**originals[key], **shrink(sub, token_ids)}
     follow_widths(values, out, originals)
+    out.update(merged_widths_follow(values, out, originals))
     out.update(feature_sizes_follow_image_size(values, out, originals))
     out.update(layer_indices_follow_layers(values, out))
     out.update(pooled_image_tokens(values, out))

@@ -58,6 +58,22 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
                 out[key][field] = widths[2 * value] // 2  # sine/Fourier features: half per axis pair
 
 
+def merged_widths_follow(values: dict[str, Any], out: dict[str, Any],
+                         originals: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Widths of merged vision tokens (a projector's input, merge x merge patches of the tower's
+    width: Muse Glimmer's `out_hidden_size` 6144 = 2 x 2 x 1536) follow the tiny tower's width."""
+    fixes: dict[str, Any] = {}
+    for key, original in originals.items():
+        merge = next((original[k] for k in ("spatial_merge_size", "merge_size") if _is_width(original.get(k))), None)
+        old, new = original.get("hidden_size"), out[key].get("hidden_size")
+        if not merge or merge < 2 or not _is_width(old) or not _is_width(new) or new >= old:
+            continue
+        for field, value in values.items():
+            if field.endswith(WIDTH_SUFFIXES) and _is_width(value) and value == merge * merge * old:
+                fixes[field] = merge * merge * new
+    return fixes
+
+
 def _stage_widths(key: str, value: Any, widths: dict[int, int]) -> list[int] | None:
     """Per-stage widths that grow from a shrunk width (Hiera's `embed_dim_per_stage` [96, 192, ...]
     from hidden_size 96, a neck's `backbone_channel_list` in reverse) scale with it, or None."""
