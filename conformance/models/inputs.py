@@ -67,6 +67,10 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
         tiled = [{"pixel_values": pixels.unsqueeze(1).repeat(1, tiles, 1, 1, 1)} for tiles in (3, 5, 2)]
         candidates = [{**c, "image_sizes": sizes} for c in candidates + tiled] + candidates
     vision = getattr(config, "vision_config", None)
+    if "spatial_shapes" in params and vision is not None:
+        from conformance.models.patches import naflex_patches
+
+        candidates.append(naflex_patches(vision, seed, pixels.shape[0], with_mask="pixel_attention_mask" in params))
     if "image_grid_thw" in params and vision is not None:
         from conformance.models.patches import merge_sizes, patch_layouts
 
@@ -138,6 +142,10 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             return inputs
     if task == "image-classification":
         inputs: dict[str, Any] = {"pixel_values": pixel_values(config, seed)}
+        if model is not None and "spatial_shapes" in inspect.signature(model.forward).parameters:
+            from conformance.models.patches import naflex_patches  # NaFlex classifiers (Siglip2)
+
+            inputs = naflex_patches(getattr(config, "vision_config", None) or config, seed)
         if labels:
             inputs["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=_generator(seed + 2))
         return inputs

@@ -88,14 +88,9 @@ def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -
         layouts = [{main: patches, grid_key: grid, **extra} for patches, grid in patch_layouts(model.config, seed)]
         return next((c for c in layouts if _accepted(model, c)), layouts[0])
     if "spatial_shapes" in params and main == "pixel_values":
-        from conformance.models.patches import flat_patches
+        from conformance.models.patches import naflex_patches
 
-        rows, grid = flat_patches(model.config, seed)
-        side = int(grid[0, 1])
-        out = {main: rows.reshape(BATCH, side * side, -1), "spatial_shapes": grid[:, 1:]}
-        if "pixel_attention_mask" in params:
-            out["pixel_attention_mask"] = torch.ones((BATCH, side * side), dtype=torch.long)
-        return out
+        return naflex_patches(model.config, seed, with_mask="pixel_attention_mask" in params)
     return {}
 
 

@@ -73,3 +73,16 @@ def merge_sizes(vision: Any, batch: int = BATCH):
     import torch
 
     return torch.tensor([merge_size(vision)] * batch)
+
+
+def naflex_patches(vision: Any, seed: int, batch: int = BATCH, with_mask: bool = True) -> dict[str, Any]:
+    """NaFlex inputs (Siglip2 and the models built on it): each image's patch rows padded to one
+    length, its patch grid shape, and the mask of real patches (all real here)."""
+    import torch
+
+    rows, grid = flat_patches(vision, seed, batch)
+    side = int(grid[0, 1])
+    out = {"pixel_values": rows.reshape(batch, side * side, -1), "spatial_shapes": grid[:, 1:]}
+    if with_mask:
+        out["pixel_attention_mask"] = torch.ones((batch, side * side), dtype=torch.long)
+    return out
