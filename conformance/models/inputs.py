@@ -66,6 +66,12 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
         # each image tiled at its nearest grid pinpoint: a base view plus some tiles per image
         tiled = [{"pixel_values": pixels.unsqueeze(1).repeat(1, tiles, 1, 1, 1)} for tiles in (3, 5, 2)]
         candidates = [{**c, "image_sizes": sizes} for c in candidates + tiled] + candidates
+    if "pixel_attention_mask" in params and "spatial_shapes" not in params:
+        # one tile per image, marked real per tile (Granite Docling) or per pixel (Idefics3 kin)
+        tiles = pixels.unsqueeze(1)
+        candidates += [{"pixel_values": tiles, "pixel_attention_mask": torch.ones(tiles.shape[:2], dtype=torch.bool)},
+                       {"pixel_values": tiles, "pixel_attention_mask": torch.ones(
+                           (*tiles.shape[:2], *tiles.shape[-2:]), dtype=torch.bool)}]
     vision = getattr(config, "vision_config", None)
     if "spatial_shapes" in params and vision is not None:
         from conformance.models.patches import naflex_patches
