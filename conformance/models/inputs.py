@@ -86,7 +86,10 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
                        for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
-    return candidates
+    from conformance.models.modalities import image_companions
+
+    companions = image_companions(model, seed)
+    return [{**c, **companions} for c in candidates]
 
 
 def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: str = "get_image_features") -> int | None:

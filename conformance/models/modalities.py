@@ -116,6 +116,13 @@ def _decision(values: tuple[int, ...]):
     return build
 
 
+def _qformer_tokens(config, model, seed, task):
+    """The text prompt a Q-Former reads beside the image (InstructBLIP), in its own vocabulary."""
+    from conformance.models.tokens import token_ids
+
+    return token_ids(getattr(config, "qformer_config", None) or config, (BATCH, SEQ_LEN), seed + 8)
+
+
 def _task_tokens(config, model, seed, task):
     """The tokenized task prompt of task-conditioned segmenters (OneFormer), at its own length."""
     from conformance.models.tokens import token_ids
@@ -243,6 +250,7 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "bbox": _boxes,
     "bool_masked_pos": _masked_patches,
     "task_inputs": _task_tokens,
+    "qformer_input_ids": _qformer_tokens,
     "marks": _decision((3, SEQ_LEN)),
     "num_options": _decision((2, 2)),
     "question_type_ids": _decision((0, 0)),
@@ -269,6 +277,24 @@ def _required(params: dict[str, inspect.Parameter]) -> set[str]:
             and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and name != "self"}
 
 
+# Inputs a vision-language model takes beside the image to make its image features.
+IMAGE_COMPANIONS = ("qformer_input_ids",)
+
+
+def image_companions(model: Any, seed: int) -> dict[str, Any]:
+    """The companion inputs (IMAGE_COMPANIONS) the forward takes, each with its mask."""
+    import torch
+
+    params = inspect.signature(model.forward).parameters
+    out = {name: BUILDERS[name](model.config, model, seed, "image-text-to-text")
+           for name in IMAGE_COMPANIONS if name in params}
+    for name in list(out):
+        mask = name.replace("input_ids", "attention_mask")
+        if mask in params:
+            out[mask] = torch.ones_like(out[name])
+    return out
+
+
 def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     """Keyword arguments for `model.forward`: every parameter a rule knows that the forward takes,
     an attention mask beside token ids, decoder ids for encoder-decoders."""
@@ -288,6 +314,8 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     inputs.update(patches)
     if "input_ids" in inputs and "attention_mask" in params:
         inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+    if "qformer_input_ids" in inputs and "qformer_attention_mask" in params:
+        inputs["qformer_attention_mask"] = torch.ones_like(inputs["qformer_input_ids"])
     if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
         from conformance.models.tokens import DECODER_LEN, token_ids
 

@@ -49,6 +49,8 @@ SIZE_RULES: dict[str, int] = {
     # a video model's clip; tubelets of 2 frames still fit
     "num_frames": 4,
 }
+# Image placeholder tokens a vision-language config may leave to the checkpoint.
+IMAGE_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id")
 # Lists naming each layer's kind, and the layer counts they must match.
 LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
 LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
@@ -85,6 +87,10 @@ class _TokenIds:
         if value not in self.mapping:
             self.mapping[value] = VOCAB - 1 - len(self.mapping)
         return self.mapping[value]
+
+    def fresh(self, name: str) -> int:
+        """A distinct id at the top of the tiny vocabulary for a token the checkpoint names (None)."""
+        return self(VOCAB + len(self.mapping) + sum(map(ord, name)) * 1000)
 
 
 def _is_token_key(key: str) -> bool:
@@ -214,6 +220,9 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
     if values.get("use_timm_backbone"):
         # Transformers' own backbone (its default config, random weights) in place of a timm one
         out.update(use_timm_backbone=False, use_pretrained_backbone=False)
+    for key in IMAGE_PLACEHOLDER_KEYS:
+        if key in values and values[key] is None and "vision_config" in values:
+            out[key] = token_ids.fresh(key)  # image placeholders left to the checkpoint (InstructBLIP)
     for key, value in values.items():
         if _is_token_key(key) and value is not None:
             mapped = token_ids(value)
