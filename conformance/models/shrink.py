@@ -34,6 +34,7 @@ SIZE_RULES: dict[str, int] = {
     "num_key_value_heads": 2,
     "n_shared_experts": 1,
     "vocab_size": VOCAB,
+    "encoder_hash_byte_group_vocab": VOCAB,  # BLT's hashed n-gram embeddings (500k rows by default)
     "max_position_embeddings": 512,
     "kv_lora_rank": 16,
     "q_lora_rank": 16,

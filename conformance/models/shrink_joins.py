@@ -11,6 +11,7 @@ from typing import Any
 # The widths a model's parts are joined by; a field elsewhere that equalled one (a neck's
 # `reassemble_hidden_size`, a head's `audio_hidden_size`) must follow it when it shrinks.
 WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
+WIDTH_PREFIXES = ("hidden_size_",)  # BLT's `hidden_size_global`: the width of another part
 # Lists of per-stage widths by name (not head counts, image or feature-map sizes).
 STAGE_WIDTH_NAME = re.compile(r"(dim|channel|hidden_size)(?!.*head)")
 WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size", "projection_size", "_channels", "_groups")  # groups == width: depthwise
@@ -32,7 +33,7 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
         return
 
     def follows(key: str, value: Any) -> bool:
-        if not key.endswith(WIDTH_SUFFIXES):
+        if not key.endswith(WIDTH_SUFFIXES) and not key.startswith(WIDTH_PREFIXES):
             return False
         if isinstance(value, list):  # per-level widths (a decoder's `decoder_in_channels`)
             return bool(value) and all(_is_width(v) and v in widths for v in value)
