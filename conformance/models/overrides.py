@@ -50,6 +50,19 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # layers live in encoder/global/decoder sub-configs): the cache fails at any size in 5.24, so
     # the tiny forward runs without one.
     "blt": {"use_cache": False},
+    # EoMT feeds its queries to the last `num_blocks` layers: no more than the tiny model's two.
+    **dict.fromkeys(("eomt", "eomt_dinov3"), {"num_blocks": 1}),
+    # Every width is the base width x width_coefficient, and hidden_dim must name the top conv's
+    # (1280 x width_coefficient): a quarter-width, single-depth net keeps them consistent.
+    "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 1.0, "hidden_dim": 320},
+    # LeViT's stem is four stride-2 convs (16 x 16 patches whatever patch_size says); its attention
+    # biases are sized from image_size // patch_size, so both keep a 16-pixel patch, 4 x 4 grid.
+    "levit": {"patch_size": 16, "image_size": 64},
+    # MobileViTv2 downsamples 32x; its unfolded 2x2 patches need at least a 2x2 last feature map.
+    "mobilevitv2": {"image_size": 64},
+    # Text, 2-D position and shape embeddings are concatenated to the hidden size:
+    # 4 * coordinate_size + 2 * shape_size == hidden_size (32); input_size is the image side.
+    "layoutlmv3": {"coordinate_size": 4, "shape_size": 8, "input_size": 32},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
