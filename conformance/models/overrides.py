@@ -63,6 +63,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # Text, 2-D position and shape embeddings are concatenated to the hidden size:
     # 4 * coordinate_size + 2 * shape_size == hidden_size (32); input_size is the image side.
     "layoutlmv3": {"coordinate_size": 4, "shape_size": 8, "input_size": 32},
+    # ViTMatte fuses the ViT's features, upsampled, with a conv stream downsampled 2 x 2 x 2: the
+    # ViT's 16-pixel patches keep the two at the same size.
+    "vitmatte": {"backbone_config": {"patch_size": 16}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

@@ -50,6 +50,7 @@ SIZE_RULES: dict[str, int] = {
     # a video model's clip; tubelets of 2 frames still fit
     "num_frames": 4,
 }
+PER_LAYER_SUFFIX = "_per_layer"
 # Image placeholder tokens a vision-language config may leave to the checkpoint.
 IMAGE_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id")
 # Lists naming each layer's kind, and the layer counts they must match.
@@ -100,7 +101,7 @@ def _is_token_key(key: str) -> bool:
 
 def _limited(key: str, value: Any) -> Any:
     """`value` under the SIZE_RULES limit of `key`; lists of sizes (per layer) element by element."""
-    limit = SIZE_RULES.get(key)
+    limit = SIZE_RULES.get(key.removesuffix(PER_LAYER_SUFFIX))  # `num_key_value_heads_per_layer` too
     if limit is None:
         return value
     if isinstance(value, list):
