@@ -61,7 +61,7 @@ def _pixels(config, model, seed, task):
     import torch
 
     channels = int(_get(config, "num_channels", "in_channels", default=3))
-    height, width = _side(_get(config, "image_size", "img_size", default=32))
+    height, width = _side(_get(config, "image_size", "img_size", "max_img_size", default=32))
     shape = (BATCH, channels, height, width)
     if task == "video-classification" or "video" in type(model).__name__.lower() \
             or isinstance(getattr(config, "num_frames", None) or getattr(getattr(config, "vision_config", None),

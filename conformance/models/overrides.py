@@ -66,6 +66,17 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # ViTMatte fuses the ViT's features, upsampled, with a conv stream downsampled 2 x 2 x 2: the
     # ViT's 16-pixel patches keep the two at the same size.
     "vitmatte": {"backbone_config": {"patch_size": 16}},
+    # UVDoc's head concatenates one feature map per bridge stage (six), but the default backbone
+    # outputs only the last: it fails at full size too; the checkpoints output every stage.
+    # Its config names no image size; its reflect-padded 5x5 convs need 4 x 4 maps after 16x
+    # downsampling, so the input builder is told 64 (the config keeps unknown keys as attributes).
+    "uvdoc": {"backbone_config": {"out_indices": [1, 2, 3, 4, 5, 6],
+                                  "out_features": [f"stage{i}" for i in range(1, 7)]},
+              "image_size": 64},
+    # PP-OCR text recognizers read a text line; their configs name no image size, and after the
+    # backbone's 16x height reduction a (3, 2) pool needs 48-pixel-high lines (the processor's).
+    **dict.fromkeys(("pp_ocrv5_server_rec", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec"), {"image_size": [48, 64]}),
+    "pp_ocrv5_mobile_rec": {"image_size": [96, 64]},  # its default backbone halves the height once more
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
