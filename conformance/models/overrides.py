@@ -77,6 +77,12 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # backbone's 16x height reduction a (3, 2) pool needs 48-pixel-high lines (the processor's).
     **dict.fromkeys(("pp_ocrv5_server_rec", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec"), {"image_size": [48, 64]}),
     "pp_ocrv5_mobile_rec": {"image_size": [96, 64]},  # its default backbone halves the height once more
+    # LW-DETR's ViT attends in num_windows windows (a square number) tiling the patch grid: the
+    # tiny 4 x 4 grid holds 2 x 2 of them.
+    # Its default projects no feature level at all (projector_scale_factors empty: it fails at full
+    # size too); the checkpoints give one scale per level, here one at the backbone's stride.
+    "lw_detr": {"backbone_config": {"num_windows": 4, "num_windows_side": 2}, "projector_scale_factors": [1.0]},
+    "lw_detr_vit": {"num_windows": 4, "num_windows_side": 2},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
