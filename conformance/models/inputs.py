@@ -81,7 +81,7 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
         from conformance.models.patches import merge_sizes, patch_layouts
 
         # per-image merge windows (VideoLLaMA 3), named by the head or by the model it wraps
-        named = {*inspect.signature(model.get_image_features).parameters, *params}
+        named = {*inspect.signature(image_encoder(model).get_image_features).parameters, *params}
         extra = {name: merge_sizes(vision, pixels.shape[0]) for name in named
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
@@ -90,6 +90,15 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
 
     companions = image_companions(model, seed)
     return [{**c, **companions} for c in candidates]
+
+
+def image_encoder(model: Any) -> Any | None:
+    """What makes the model's image features: the head itself, or the model it wraps when only
+    that one has `get_image_features` (DeepSeek-VL, Janus); None for a model without one."""
+    for owner in (model, getattr(model, "model", None)):
+        if owner is not None and hasattr(owner, "get_image_features"):
+            return owner
+    return None
 
 
 def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: str = "get_image_features") -> int | None:
@@ -114,9 +123,10 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     """(image keyword arguments, placeholder tokens per image) for a vision-language model: the
     first layout its own `get_image_features` accepts, and how many feature rows it made (the
     count depends on patching, merging, CLS cropping and pooling, so it is measured, not derived)."""
-    candidates = _image_candidates(model, config, seed) if hasattr(model, "get_image_features") else []
+    encoder = image_encoder(model)
+    candidates = _image_candidates(model, config, seed) if encoder is not None else []
     for candidate in candidates:
-        count = _feature_rows(model, candidate, BATCH)
+        count = _feature_rows(encoder, candidate, BATCH)
         if count:
             return candidate, count
     return {"pixel_values": pixel_values(config, seed)}, None
@@ -141,7 +151,7 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
 
         if model is None:
             raise ValueError(f"inputs for {task} are built from the model's forward signature; pass model")
-        if image_token_id(config) is not None and hasattr(model, "get_image_features") \
+        if image_token_id(config) is not None and image_encoder(model) is not None \
                 and "input_ids" in inspect.signature(model.forward).parameters:
             task = "image-text-to-text"  # a vision-language model: image tokens must match its features
         else:
