@@ -123,6 +123,16 @@ def _qformer_tokens(config, model, seed, task):
     return token_ids(getattr(config, "qformer_config", None) or config, (BATCH, SEQ_LEN), seed + 8)
 
 
+def _high_res_pixels(config, model, seed, task):
+    """The high-resolution view a hybrid vision tower (DeepSeek-VL hybrid) reads beside the image."""
+    import torch
+
+    high = getattr(config, "high_res_vision_config", None) or config
+    height, width = _side(getattr(high, "image_size", None) or 32)
+    return torch.randn((BATCH, int(getattr(high, "num_channels", 3) or 3), height, width),
+                       generator=_generator(seed + 9))
+
+
 def _task_tokens(config, model, seed, task):
     """The tokenized task prompt of task-conditioned segmenters (OneFormer), at its own length."""
     from conformance.models.tokens import token_ids
@@ -251,6 +261,7 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "bool_masked_pos": _masked_patches,
     "task_inputs": _task_tokens,
     "qformer_input_ids": _qformer_tokens,
+    "high_res_pixel_values": _high_res_pixels,
     "marks": _decision((3, SEQ_LEN)),
     "num_options": _decision((2, 2)),
     "question_type_ids": _decision((0, 0)),
@@ -278,7 +289,7 @@ def _required(params: dict[str, inspect.Parameter]) -> set[str]:
 
 
 # Inputs a vision-language model takes beside the image to make its image features.
-IMAGE_COMPANIONS = ("qformer_input_ids",)
+IMAGE_COMPANIONS = ("qformer_input_ids", "high_res_pixel_values")
 
 
 def image_companions(model: Any, seed: int) -> dict[str, Any]:
