@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.models.shrink_joins import (backbone_outputs, feature_sizes_follow_image_size, follow_widths,
-                                             layer_indices_follow_layers, merged_widths_follow,
+                                             layer_indices_follow_layers, merged_widths_follow, patch_query_counts,
                                              pinpoints_follow_image_size,
                                              pooled_image_tokens)
 
@@ -247,6 +247,7 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
     out.update(feature_sizes_follow_image_size(values, out, originals))
     out.update(layer_indices_follow_layers(values, out))
     out.update(pooled_image_tokens(values, out))
+    out.update(patch_query_counts(values, out))
     out.update(pinpoints_follow_image_size(values, out))
     _default_mrope(values, out)
     if _text_part_of_merged_grid_model(config):

@@ -154,6 +154,20 @@ def layer_indices_follow_layers(values: dict[str, Any], out: dict[str, Any]) -> 
     return fixes
 
 
+def patch_query_counts(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """A projector that maps each patch count to a number of learned queries (Aria's
+    `projector_patch_to_query_dict` {1225: 128, 4900: 256}) must know the tiny tower's patch count."""
+    table, vision = values.get("projector_patch_to_query_dict"), out.get("vision_config")
+    if not isinstance(table, dict) or not table or not isinstance(vision, dict):
+        return {}
+    image, patch = vision.get("image_size"), vision.get("patch_size")
+    if not _is_width(image) or not _is_width(patch) or image < patch:
+        return {}
+    queries = min(min(int(v) for v in table.values()), 8)
+    return {"projector_patch_to_query_dict": {(image // patch) ** 2: queries},
+            "max_value_projector_patch_to_query_dict": queries}
+
+
 def pooled_image_tokens(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
     """Models that average-pool the tiny vision grid down to `mm_tokens_per_image` tokens (Gemma 3)
     pool by patches-per-side // tokens-per-side: keep a 2x2 pool over the tiny grid."""
