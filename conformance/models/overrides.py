@@ -83,6 +83,11 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # size too); the checkpoints give one scale per level, here one at the backbone's stride.
     "lw_detr": {"backbone_config": {"num_windows": 4, "num_windows_side": 2}, "projector_scale_factors": [1.0]},
     "lw_detr_vit": {"num_windows": 4, "num_windows_side": 2},
+    # ALIGN compares its EfficientNet's pooled last-stage width (320 x width_coefficient) with the
+    # text projection (projection_dim, 32): a tenth-width, single-depth tower makes them equal.
+    "align": {"vision_config": {"width_coefficient": 0.1, "depth_coefficient": 1.0}},
+    # BridgeTower's vision tower gives its attention pooler hidden_size // 64 heads: 64 wide at least.
+    "bridgetower": {"vision_config": {"hidden_size": 64}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

@@ -14,7 +14,7 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
 WIDTH_PREFIXES = ("hidden_size_",)  # BLT's `hidden_size_global`: the width of another part
 # Lists of per-stage widths by name (not head counts, image or feature-map sizes).
 STAGE_WIDTH_NAME = re.compile(r"(dim|channel|hidden_size)(?!.*head)")
-WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size", "projection_size", "_channels", "_groups")  # groups == width: depthwise
+WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size", "_output_size", "projection_size", "_channels", "_groups")  # groups == width: depthwise
 
 
 def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[str, dict[str, Any]]) -> None:
