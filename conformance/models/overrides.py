@@ -25,6 +25,8 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
     # Default rope_parameters is empty, but the rotary embedding looks it up by layer type.
     "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+    "cohere_compass": {"text_config": {"rope_parameters": {"full_attention": {"rope_type": "default",
+                                                                              "rope_theta": 10000.0}}}},
     # Recurrent Gemma repeats block_types over the layers; two layers must include attention.
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
     # Zamba ties one shared transformer across its hybrid layers: it needs at least two of them.

@@ -278,8 +278,8 @@ def _default_mrope(values: dict[str, Any], out: dict[str, Any]) -> None:
 def _mrope_sections(text: dict[str, Any]) -> dict[str, Any]:
     """rope_parameters with (time, height, width) sections over the rotary half of a tiny head."""
     rope = text.get("rope_parameters")
-    if not isinstance(rope, dict) or "mrope_section" in rope:
-        return {}
+    if not isinstance(rope, dict) or not rope or "mrope_section" in rope:
+        return {}  # an empty one is keyed by layer type once filled (overrides.py)
     head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
     factor = rope.get("partial_rotary_factor") or text.get("partial_rotary_factor") or 1.0
     half = int(head_dim * factor) // 2
