@@ -73,6 +73,11 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
                        {"pixel_values": tiles, "pixel_attention_mask": torch.ones(
                            (*tiles.shape[:2], *tiles.shape[-2:]), dtype=torch.bool)}]
     vision = getattr(config, "vision_config", None)
+    if "image_position_ids" in params and vision is not None:
+        from conformance.models.patches import positioned_patches
+
+        rows, positions = positioned_patches(vision, seed, pixels.shape[0])
+        candidates.append({"pixel_values": rows, "image_position_ids": positions})
     if "spatial_shapes" in params and vision is not None:
         from conformance.models.patches import naflex_patches
 
@@ -177,7 +182,9 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
     if task == "image-text-to-text":
         images, count = image_inputs(model, config, seed) if model is not None else ({}, None)
-        inputs.update(images or {"pixel_values": pixel_values(config, seed)})
+        if count or model is None or "pixel_values" in inspect.signature(model.forward).parameters:
+            inputs.update(images or {"pixel_values": pixel_values(config, seed)})
+        # else a text-only head of a vision-language type (DiffusionGemma's block diffusion)
         token = image_token_id(config)
         if token is not None and count:
             ids = _with_image_tokens(ids, token, count)

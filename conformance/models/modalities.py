@@ -87,6 +87,11 @@ def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -
         extra = {"merge_sizes": merge_sizes(model.config)} if "merge_sizes" in params else {}
         layouts = [{main: patches, grid_key: grid, **extra} for patches, grid in patch_layouts(model.config, seed)]
         return next((c for c in layouts if _accepted(model, c)), layouts[0])
+    if "pixel_position_ids" in params and main == "pixel_values":
+        from conformance.models.patches import positioned_patches
+
+        rows, positions = positioned_patches(model.config, seed)
+        return {main: rows, "pixel_position_ids": positions}
     if "spatial_shapes" in params and main == "pixel_values":
         from conformance.models.patches import naflex_patches
 

@@ -90,6 +90,12 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "align": {"vision_config": {"width_coefficient": 0.1, "depth_coefficient": 1.0}},
     # BridgeTower's vision tower gives its attention pooler hidden_size // 64 heads: 64 wide at least.
     "bridgetower": {"vision_config": {"hidden_size": 64}},
+    # The encoder alone lacks the dropout rate its parent config (t5gemma2) copies into it.
+    "t5gemma2_encoder": {"text_config": {"dropout_rate": 0.0}},
+    # Per-layer dense/sparse MLP kinds come with the checkpoint (None); two layers, one of each.
+    "deepseek_ocr2": {"text_config": {"mlp_layer_types": ["dense", "sparse"]}},
+    # Expert counts and sizes come with the checkpoint (None); its MoE block needs them.
+    "diffusion_gemma": {"text_config": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

@@ -86,3 +86,18 @@ def naflex_patches(vision: Any, seed: int, batch: int = BATCH, with_mask: bool =
     if with_mask:
         out["pixel_attention_mask"] = torch.ones((batch, side * side), dtype=torch.long)
     return out
+
+
+def positioned_patches(vision: Any, seed: int, batch: int = BATCH) -> tuple[Any, Any]:
+    """(patch rows (batch, patches, C x P x P), their (x, y) positions (batch, patches, 2)) for
+    towers that pool k x k patches and read each patch's position (Gemma 4): a square grid of
+    2k x 2k patches per image, none of them padding."""
+    import torch
+
+    patch = _first_int(vision, ("patch_size",), 8)
+    channels = _first_int(vision, ("in_channels", "num_channels"), 3)
+    side = 2 * _first_int(vision, ("pooling_kernel_size",), 1)
+    rows = torch.randn((batch, side * side, channels * patch * patch), generator=_generator(seed + 1))
+    ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+    positions = torch.stack([xs.flatten(), ys.flatten()], dim=-1)
+    return rows, positions.unsqueeze(0).repeat(batch, 1, 1)
