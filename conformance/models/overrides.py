@@ -96,6 +96,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "deepseek_ocr2": {"text_config": {"mlp_layer_types": ["dense", "sparse"]}},
     # Expert counts and sizes come with the checkpoint (None); its MoE block needs them.
     "diffusion_gemma": {"text_config": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32}},
+    # Its text model always builds a sliding-window mask, but the window comes with the checkpoint
+    # (None by default: it fails at full size too).
+    "step3p7": {"text_config": {"sliding_window": 4}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

@@ -22,7 +22,8 @@ SIZE_RULES: dict[str, int] = {
                      # a vision tower's output width must be the text model's hidden size
                      "out_hidden_size", "text_hidden_size"), 32),
     **dict.fromkeys(("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-                     "decoder_attention_heads", "num_decoder_attention_heads"), 4),
+                     "decoder_attention_heads", "num_decoder_attention_heads",
+                     "num_sliding_attention_heads"), 4),
     **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim",
                      "hidden_dim", "ffn_hidden_size", "mlp_dim", "intermediate_dim"), 64),
     **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), 32),
@@ -113,13 +114,16 @@ def _limited(key: str, value: Any) -> Any:
 
 def _kept_layers(values: dict[str, Any]) -> tuple[str, int, list[int]] | None:
     """(layer-count key, original count, original indices to keep): one layer of each kind in
-    `layer_types` (first occurrence, in order; hybrids keep an attention layer), at least two."""
+    `layer_types` and the other per-layer kind lists together (first occurrence, in order; hybrids
+    keep an attention layer, MoE stacks a sparse one), at least two."""
     count_key = next((k for k in LAYER_COUNT_KEYS if isinstance(values.get(k), int)), None)
     if count_key is None or values[count_key] < 2:
         return None
     total = values[count_key]
-    kinds = next((values[k] for k in LAYER_LIST_KEYS
-                  if isinstance(values.get(k), list) and len(values[k]) == total), None)
+    # each layer's kind in every per-layer list of names (attention kind, dense/sparse MLP, ...)
+    lists = [values[k] for k in sorted(values) if isinstance(values[k], list) and len(values[k]) == total
+             and all(isinstance(v, str) for v in values[k]) and (k in LAYER_LIST_KEYS or k.endswith("_types"))]
+    kinds = list(zip(*lists)) if lists else None
     kept = list({kind: i for i, kind in reversed(list(enumerate(kinds)))}.values()) if kinds else []
     for i in range(total):
         if len(kept) >= 2:
