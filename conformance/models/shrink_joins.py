@@ -53,8 +53,10 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
             out[key] = new
     for key, original in originals.items():
         for field, value in original.items():
-            if out[key].get(field) == value and field not in WIDTH_KEYS and (new := fix(field, value)) is not None:
-                out[key][field] = new
+            # a part's own stage widths scale with its own width (its recursive shrink), never with
+            # another part's: a backbone's hidden_sizes do not follow the detector's d_model
+            if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
+                out[key][field] = followed(value)
             elif field == "num_pos_feats" and isinstance(value, int) and 2 * value in widths:
                 out[key][field] = widths[2 * value] // 2  # sine/Fourier features: half per axis pair
 
