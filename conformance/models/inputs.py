@@ -73,6 +73,10 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
                        {"pixel_values": tiles, "pixel_attention_mask": torch.ones(
                            (*tiles.shape[:2], *tiles.shape[-2:]), dtype=torch.bool)}]
     vision = getattr(config, "vision_config", None)
+    if "target_sizes" in params and vision is not None:
+        from conformance.models.patches import packed_strip
+
+        candidates.append(packed_strip(vision, seed, pixels.shape[0]))
     if "image_position_ids" in params and vision is not None:
         from conformance.models.patches import positioned_patches
 

@@ -87,6 +87,10 @@ def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -
         extra = {"merge_sizes": merge_sizes(model.config)} if "merge_sizes" in params else {}
         layouts = [{main: patches, grid_key: grid, **extra} for patches, grid in patch_layouts(model.config, seed)]
         return next((c for c in layouts if _accepted(model, c)), layouts[0])
+    if "target_sizes" in params and main == "pixel_values":
+        from conformance.models.patches import packed_strip
+
+        return packed_strip(model.config, seed)
     if "pixel_position_ids" in params and main == "pixel_values":
         from conformance.models.patches import positioned_patches
 

@@ -17,7 +17,7 @@ BATCH = 2
 
 # Names a config gives its temporal patch depth and its merge window.
 TEMPORAL_KEYS = ("temporal_patch_size", "patch_temporal")
-MERGE_KEYS = ("spatial_merge_size", "merge_size", "merge_kernel_size")
+MERGE_KEYS = ("spatial_merge_size", "merge_size", "merge_kernel_size", "window_kernel_size")
 
 
 def _first_int(config: Any, keys: tuple[str, ...], default: int) -> int:
@@ -101,3 +101,13 @@ def positioned_patches(vision: Any, seed: int, batch: int = BATCH) -> tuple[Any,
     ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
     positions = torch.stack([xs.flatten(), ys.flatten()], dim=-1)
     return rows, positions.unsqueeze(0).repeat(batch, 1, 1)
+
+
+def packed_strip(vision: Any, seed: int, batch: int = BATCH) -> dict[str, Any]:
+    """Every image's patches side by side in one P-high strip, (1, C, P, patches x P), with each
+    image's patch grid (MiniCPM-V towers, which embed the strip with one conv)."""
+    rows, grid = flat_patches(vision, seed, batch)
+    patch = _first_int(vision, ("patch_size",), 8)
+    count = rows.shape[0]
+    strip = rows.reshape(count, -1, patch, patch).permute(1, 2, 0, 3).reshape(1, -1, patch, count * patch)
+    return {"pixel_values": strip, "target_sizes": grid[:, 1:]}

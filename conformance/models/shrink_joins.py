@@ -117,7 +117,7 @@ def _side(size: Any) -> int:
 
 
 # Fields naming hidden-state layers of a tower by index (one int or a list; negative from the end).
-LAYER_INDEX_KEYS = ("vision_feature_layer", "intermediate_hook_ids")
+LAYER_INDEX_KEYS = ("vision_feature_layer", "intermediate_hook_ids", "insert_layer_id")
 SELECTED_LAYERS_KEY = "backbone_out_indices"
 # Sub-configs whose layers such indices name, first found wins; else the config's own layers.
 TOWER_KEYS = ("vision_config", "image_model_config", "backbone_config")
