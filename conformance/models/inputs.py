@@ -155,13 +155,17 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     in input_ids so that they match its vision features."""
     import torch
 
-    if task not in LEGACY_TASKS:
+    params = inspect.signature(model.forward).parameters if model is not None else {}
+    if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)):
+        # (a legacy task's head that takes neither text nor images, Pix2Struct's patches, too)
         from conformance.models.modalities import signature_inputs
 
         if model is None:
             raise ValueError(f"inputs for {task} are built from the model's forward signature; pass model")
-        if image_token_id(config) is not None and image_encoder(model) is not None \
-                and "input_ids" in inspect.signature(model.forward).parameters:
+        from conformance.models.image_slots import takes_image_slots
+
+        if (image_token_id(config) is not None and image_encoder(model) is not None or takes_image_slots(model)) \
+                and "input_ids" in params:
             task = "image-text-to-text"  # a vision-language model: image tokens must match its features
         else:
             inputs = _with_audio_tokens(model, config, signature_inputs(task, model, seed))
@@ -190,6 +194,11 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             inputs.update(images or {"pixel_values": pixel_values(config, seed)})
         # else a text-only head of a vision-language type (DiffusionGemma's block diffusion)
         token = image_token_id(config)
+        if model is not None:
+            from conformance.models.image_slots import slot_inputs
+
+            inputs.update(slot_inputs(model, ids, inputs, count))
+            ids = inputs["input_ids"]
         if token is not None and count:
             ids = _with_image_tokens(ids, token, count)
             inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
