@@ -18,7 +18,8 @@ SEQ_LEN = 8
 CHOICES = 2
 WAVEFORM_SECONDS = 0.5  # x-vector heads' dilated convolutions need about 15 frames
 # Forward parameters any of which is the main input of a model.
-MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values", "pixel_values_videos")
+MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values", "pixel_values_videos",
+               "flattened_patches")
 
 
 class MissingInputBuilder(Exception):
@@ -140,6 +141,18 @@ def _high_res_pixels(config, model, seed, task):
     height, width = _side(getattr(high, "image_size", None) or 32)
     return torch.randn((BATCH, int(getattr(high, "num_channels", 3) or 3), height, width),
                        generator=_generator(seed + 9))
+
+
+def _flattened_patches(config, model, seed, task):
+    """Pix2Struct's variable-resolution patches: per patch its 1-based row and column, then its
+    pixels (patch_embed_hidden_size of them), on a 4 x 4 grid."""
+    import torch
+
+    width = int(_get(config, "patch_embed_hidden_size", default=768))
+    rows, cols = torch.meshgrid(torch.arange(1, 5), torch.arange(1, 5), indexing="ij")
+    places = torch.stack([rows.flatten(), cols.flatten()], dim=-1).float().unsqueeze(0).repeat(BATCH, 1, 1)
+    pixels = torch.randn((BATCH, places.shape[1], width), generator=_generator(seed + 1))
+    return torch.cat([places, pixels], dim=-1)
 
 
 def _task_tokens(config, model, seed, task):
@@ -271,6 +284,10 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "task_inputs": _task_tokens,
     "qformer_input_ids": _qformer_tokens,
     "high_res_pixel_values": _high_res_pixels,
+    "flattened_patches": _flattened_patches,
+    # in-context segmentation (SegGPT): a prompt image and its mask, both images of the input's size
+    "prompt_pixel_values": _pixels,
+    "prompt_masks": _pixels,
     "marks": _decision((3, SEQ_LEN)),
     "num_options": _decision((2, 2)),
     "question_type_ids": _decision((0, 0)),

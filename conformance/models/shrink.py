@@ -198,6 +198,11 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
         # None too: some attention modules read config.head_dim without a fallback; partial
         # rotary embeddings must still rotate a multiple of 4 dims
         out["head_dim"] = max(hidden // heads, 4, _min_rotary_head_dim(values))
+    kv_owners = [out.get(k, values.get(k)) for k in ("num_attention_heads", "num_heads")]
+    kv_owners = [h for h in kv_owners if isinstance(h, int) and not isinstance(h, bool) and h > 0]
+    if isinstance(values.get("d_kv"), int) and "hidden_size" in out and kv_owners:
+        # per-head width of T5-style attention whose projections are hidden_size wide (Pix2Struct)
+        out["d_kv"] = max(out["hidden_size"] // kv_owners[0], 4)
     kv_heads = values.get("num_key_value_heads")
     if isinstance(heads, int) and "num_key_value_heads" in values:
         # plain multi-head attention (and MLA, which requires it) keeps kv heads == heads
