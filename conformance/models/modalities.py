@@ -155,6 +155,22 @@ def _flattened_patches(config, model, seed, task):
     return torch.cat([places, pixels], dim=-1)
 
 
+def _prompt(kind: str):
+    """Open-vocabulary detectors (OmDet-Turbo) read a task prompt per image and CHOICES class
+    names per image, flattened, with how many classes each image has (`classes_structure`)."""
+    def build(config, model, seed, task):
+        import torch
+
+        from conformance.models.tokens import token_ids
+
+        rows = BATCH * CHOICES if kind.startswith("classes") else BATCH
+        if kind == "classes_structure":
+            return torch.full((BATCH,), CHOICES, dtype=torch.long)
+        ids = token_ids(config, (rows, SEQ_LEN), seed + (10 if kind.startswith("classes") else 11))
+        return ids if kind.endswith("input_ids") else torch.ones_like(ids)
+    return build
+
+
 def _task_tokens(config, model, seed, task):
     """The tokenized task prompt of task-conditioned segmenters (OneFormer), at its own length."""
     from conformance.models.tokens import token_ids
@@ -284,6 +300,8 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "task_inputs": _task_tokens,
     "qformer_input_ids": _qformer_tokens,
     "high_res_pixel_values": _high_res_pixels,
+    **{name: _prompt(name) for name in ("classes_input_ids", "classes_attention_mask", "tasks_input_ids",
+                                        "tasks_attention_mask", "classes_structure")},
     "flattened_patches": _flattened_patches,
     # in-context segmentation (SegGPT): a prompt image and its mask, both images of the input's size
     "prompt_pixel_values": _pixels,

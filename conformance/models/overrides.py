@@ -99,6 +99,12 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # Its text model always builds a sliding-window mask, but the window comes with the checkpoint
     # (None by default: it fails at full size too).
     "step3p7": {"text_config": {"sliding_window": 4}},
+    # Its timm Swin backbone (an optional dependency) gives channels-last maps that a LayerNorm
+    # then makes channels-first; the tiny ResNet put in its place (shrink.py) is channels-first.
+    # Its decoder defines task_project only when the class embedding is wider than the decoder (as
+    # at full size, 512 vs 256) yet always calls it: the tiny text side (class embedding) stays wider.
+    "omdet-turbo": {"apply_layernorm_after_vision_backbone": False, "text_config": {"hidden_size": 64},
+                    "class_embed_dim": 64, "text_projection_in_dim": 64, "text_projection_out_dim": 64},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

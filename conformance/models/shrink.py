@@ -248,6 +248,7 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
         sub = getattr(config, key, None)
         if _is_config(sub) and getattr(sub, "model_type", None) == "timm_backbone":
             out[key] = _resnet_for_timm(sub)
+            out.update(_inputs_from_resnet(values, out[key]))
         elif _is_config(sub):
             originals[key] = sub.to_dict()
             out[key] = {**originals[key], **shrink(sub, token_ids)}
@@ -272,6 +273,14 @@ def _resnet_for_timm(timm_config: Any) -> dict[str, Any]:
     return {"model_type": "resnet", "embedding_size": 16, "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
             "layer_type": "bottleneck", "num_channels": getattr(timm_config, "num_channels", 3),
             "out_indices": [i for i in indices if 1 <= i <= 4] or [4]}
+
+
+def _inputs_from_resnet(values: dict[str, Any], resnet: dict[str, Any]) -> dict[str, Any]:
+    """Per-level input widths of the part fed by a replaced timm backbone (OmDet-Turbo's
+    `encoder_in_channels`) are the tiny ResNet's stage widths at its outputs."""
+    widths = [resnet["hidden_sizes"][i - 1] for i in resnet["out_indices"]]
+    return {key: widths for key, value in values.items()
+            if key.endswith("in_channels") and isinstance(value, list) and len(value) == len(widths)}
 
 
 def _default_mrope(values: dict[str, Any], out: dict[str, Any]) -> None:
