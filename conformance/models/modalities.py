@@ -73,49 +73,6 @@ def _pixels(config, model, seed, task):
     return torch.randn(shape, generator=_generator(seed + 1))
 
 
-def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
-    """Flattened-patch inputs of a vision tower, or {} for a forward that takes whole images:
-    a (t, h, w) grid per image, or NaFlex patches (Siglip2) with their per-image shape and mask."""
-    import torch
-
-    main = next((k for k in ("pixel_values", "hidden_states") if k in params), None)
-    grid_key = next((k for k in ("grid_thw", "image_grid_thw") if k in params), None)
-    if main is None:
-        return {}
-    if grid_key is not None:
-        from conformance.models.patches import merge_sizes, patch_layouts
-
-        extra = {"merge_sizes": merge_sizes(model.config)} if "merge_sizes" in params else {}
-        layouts = [{main: patches, grid_key: grid, **extra} for patches, grid in patch_layouts(model.config, seed)]
-        return next((c for c in layouts if _accepted(model, c)), layouts[0])
-    if "target_sizes" in params and main == "pixel_values":
-        from conformance.models.patches import packed_strip
-
-        return packed_strip(model.config, seed)
-    if "pixel_position_ids" in params and main == "pixel_values":
-        from conformance.models.patches import positioned_patches
-
-        rows, positions = positioned_patches(model.config, seed)
-        return {main: rows, "pixel_position_ids": positions}
-    if "spatial_shapes" in params and main == "pixel_values":
-        from conformance.models.patches import naflex_patches
-
-        return naflex_patches(model.config, seed, with_mask="pixel_attention_mask" in params)
-    return {}
-
-
-def _accepted(model: Any, inputs: dict[str, Any]) -> bool:
-    """Whether the tower's forward runs on `inputs` (a layout is chosen by trying it)."""
-    import torch
-
-    try:
-        with torch.no_grad():
-            model(**inputs)
-    except Exception:  # noqa: BLE001 - not this layout
-        return False
-    return True
-
-
 def _decision(values: tuple[int, ...]):
     """Decision heads (Jev) score the options of questions marked in one prompt: per question, the
     1-based position of its mark, its option count and its question type."""
@@ -356,7 +313,10 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     import torch
 
     params = dict(inspect.signature(model.forward).parameters)
-    patches = _patch_inputs(model, params, seed)
+    from conformance.models.codec_inputs import codec_inputs
+    from conformance.models.patches import tower_patch_inputs
+
+    patches = tower_patch_inputs(model, params, seed) or codec_inputs(model, params, seed)
     if not patches and not any(name in params for name in MAIN_INPUTS):
         raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}")
     config = model.config

@@ -105,6 +105,11 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # at full size, 512 vs 256) yet always calls it: the tiny text side (class embedding) stays wider.
     "omdet-turbo": {"apply_layernorm_after_vision_backbone": False, "text_config": {"hidden_size": 64},
                     "class_embed_dim": 64, "text_projection_in_dim": 64, "text_projection_out_dim": 64},
+    # VibeVoice's acoustic codec doubles num_filters at each of its seven stages (2048 wide at the
+    # end, 340M parameters): a 4-filter, one-block-per-stage codec is tiny.
+    **dict.fromkeys(("vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_encoder",
+                     "vibevoice_acoustic_tokenizer_decoder"),
+                    {"num_filters": 4, "depths": [1] * 7}),
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

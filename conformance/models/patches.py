@@ -9,6 +9,7 @@ one the model's own code accepts (the layout is measured, not derived, as for im
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from conformance.models.tokens import _generator
@@ -111,3 +112,37 @@ def packed_strip(vision: Any, seed: int, batch: int = BATCH) -> dict[str, Any]:
     count = rows.shape[0]
     strip = rows.reshape(count, -1, patch, patch).permute(1, 2, 0, 3).reshape(1, -1, patch, count * patch)
     return {"pixel_values": strip, "target_sizes": grid[:, 1:]}
+
+
+def tower_patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
+    """Flattened-patch inputs of a vision tower, or {} for a forward that takes whole images:
+    a (t, h, w) grid per image (the layout the tower accepts), a packed strip (MiniCPM-V), positioned
+    patches (Gemma 4), or NaFlex patches (Siglip2) with their per-image shape and mask."""
+    main = next((k for k in ("pixel_values", "hidden_states") if k in params), None)
+    grid_key = next((k for k in ("grid_thw", "image_grid_thw") if k in params), None)
+    if main is None:
+        return {}
+    if grid_key is not None:
+        extra = {"merge_sizes": merge_sizes(model.config)} if "merge_sizes" in params else {}
+        layouts = [{main: patches, grid_key: grid, **extra} for patches, grid in patch_layouts(model.config, seed)]
+        return next((c for c in layouts if accepted(model, c)), layouts[0])
+    if "target_sizes" in params and main == "pixel_values":
+        return packed_strip(model.config, seed)
+    if "pixel_position_ids" in params and main == "pixel_values":
+        rows, positions = positioned_patches(model.config, seed)
+        return {main: rows, "pixel_position_ids": positions}
+    if "spatial_shapes" in params and main == "pixel_values":
+        return naflex_patches(model.config, seed, with_mask="pixel_attention_mask" in params)
+    return {}
+
+
+def accepted(model: Any, inputs: dict[str, Any]) -> bool:
+    """Whether the model's forward runs on `inputs` (a layout is chosen by trying it)."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    except Exception:  # noqa: BLE001 - not this layout
+        return False
+    return True
