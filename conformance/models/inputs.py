@@ -95,6 +95,10 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
                        for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
+    from conformance.models.patches import naflex_patches
+
+    # last, each image as a sequence of patch rows (Fuyu, whose decoder embeds patches directly)
+    candidates.append({"pixel_values": naflex_patches(vision or config, seed, pixels.shape[0])["pixel_values"]})
     from conformance.models.modalities import image_companions
 
     companions = image_companions(model, seed)
@@ -119,7 +123,11 @@ def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: 
             found = getattr(model, method)(**image_inputs)
     except Exception:  # noqa: BLE001 - not this layout
         return None
+    hidden = getattr(found, "last_hidden_state", None)
     found = getattr(found, "pooler_output", found)
+    width = getattr(text_config(model.config), "hidden_size", None)
+    if found is None and isinstance(hidden, torch.Tensor) and hidden.shape[-1] == width:
+        found = hidden  # features already text-wide with no pooling (Fuyu's patch embeddings)
     if isinstance(found, torch.Tensor):
         found = [found]
     if not isinstance(found, (list, tuple)) or not found or not all(isinstance(f, torch.Tensor) for f in found):
