@@ -110,6 +110,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     **dict.fromkeys(("vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_encoder",
                      "vibevoice_acoustic_tokenizer_decoder"),
                     {"num_filters": 4, "depths": [1] * 7}),
+    # ERNIE-VL orders its M-RoPE sections (height, width, time) and stacks height with width, so
+    # they must be equal; its modeling default, [22, 22, 20], scaled to the tiny head's 4 pairs.
+    "ernie4_5_vl_moe": {"text_config": {"rope_parameters": {"mrope_section": [1, 1, 2]}}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

@@ -345,7 +345,10 @@ def _mrope(values: dict[str, Any], head_dim: int | None) -> dict[str, Any]:
     if total == half or half < len(sections):
         return {}
     scaled = [max(1, v * half // total) for v in sections]
-    scaled[0] += half - sum(scaled)
+    # the rounding remainder goes to a section no other equals: equal sections (ERNIE-VL's height
+    # and width, stacked pairwise) stay equal
+    unique = next((i for i, v in enumerate(sections) if sections.count(v) == 1), 0)
+    scaled[unique] += half - sum(scaled)
     return {"rope_parameters": {**rope, "mrope_section": scaled}}
 
 
