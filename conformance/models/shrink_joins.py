@@ -24,11 +24,8 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
     for width_key in WIDTH_KEYS:
         if isinstance(values.get(width_key), int) and isinstance(out.get(width_key), int):
             widths.setdefault(values[width_key], out[width_key])
-    for key, original in originals.items():
-        for width_key in WIDTH_KEYS:
-            old, new = original.get(width_key), out[key].get(width_key)
-            if isinstance(old, int) and isinstance(new, int) and new < old:
-                widths.setdefault(old, new)
+    for old, new in _widths_of(originals, out).items():
+        widths.setdefault(old, new)
     if not widths:
         return
 
@@ -52,11 +49,17 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
         if out.get(key, value) == value and (new := fix(key, value)) is not None:  # unshrunk (a tuple made a list counts)
             out[key] = new
     for key, original in originals.items():
+        # a part's stage widths scale with its own width (its recursive shrink) or a sibling part's
+        # (a SAM neck's `downsample_channels` ending at the next encoder's width), never with the
+        # parent's: a backbone's hidden_sizes do not follow the detector's d_model
+        siblings = _widths_of({k: v for k, v in originals.items() if k != key}, out)
         for field, value in original.items():
-            # a part's own stage widths scale with its own width (its recursive shrink), never with
-            # another part's: a backbone's hidden_sizes do not follow the detector's d_model
-            if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
+            if out[key].get(field) != value or field in WIDTH_KEYS:
+                continue
+            if follows(field, value):
                 out[key][field] = followed(value)
+            elif (scaled := _stage_widths(field, value, siblings)) is not None:
+                out[key][field] = scaled
             elif field == "num_pos_feats" and isinstance(value, int) and 2 * value in widths:
                 out[key][field] = widths[2 * value] // 2  # sine/Fourier features: half per axis pair
 
@@ -77,13 +80,24 @@ def merged_widths_follow(values: dict[str, Any], out: dict[str, Any],
     return fixes
 
 
+def _widths_of(originals: dict[str, dict[str, Any]], out: dict[str, Any]) -> dict[int, int]:
+    """original width -> shrunk width of the sub-configs in `originals`."""
+    widths: dict[int, int] = {}
+    for key, original in originals.items():
+        for width_key in WIDTH_KEYS:
+            old, new = original.get(width_key), out[key].get(width_key)
+            if isinstance(old, int) and isinstance(new, int) and new < old:
+                widths.setdefault(old, new)
+    return widths
+
+
 def _stage_widths(key: str, value: Any, widths: dict[int, int]) -> list[int] | None:
     """Per-stage widths that grow from a shrunk width (Hiera's `embed_dim_per_stage` [96, 192, ...]
     from hidden_size 96, a neck's `backbone_channel_list` in reverse) scale with it, or None."""
     if not STAGE_WIDTH_NAME.search(key) or not isinstance(value, list) or len(value) < 2 \
             or not all(_is_width(v) and v > 0 for v in value):
         return None
-    base = next((v for v in value if v in widths and all(u % v == 0 for u in value)), None)
+    base = next((v for v in value if v in widths), None)
     if base is None or any(u * widths[base] % base for u in value):
         return None
     return [u * widths[base] // base for u in value]
