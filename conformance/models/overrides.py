@@ -92,8 +92,6 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "bridgetower": {"vision_config": {"hidden_size": 64}},
     # The encoder alone lacks the dropout rate its parent config (t5gemma2) copies into it.
     "t5gemma2_encoder": {"text_config": {"dropout_rate": 0.0}},
-    # Per-layer dense/sparse MLP kinds come with the checkpoint (None); two layers, one of each.
-    "deepseek_ocr2": {"text_config": {"mlp_layer_types": ["dense", "sparse"]}},
     # Expert counts and sizes come with the checkpoint (None); its MoE block needs them.
     "diffusion_gemma": {"text_config": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32}},
     # Its text model always builds a sliding-window mask, but the window comes with the checkpoint
@@ -113,6 +111,13 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # ERNIE-VL orders its M-RoPE sections (height, width, time) and stacks height with width, so
     # they must be equal; its modeling default, [22, 22, 20], scaled to the tiny head's 4 pairs.
     "ernie4_5_vl_moe": {"text_config": {"rope_parameters": {"mrope_section": [1, 1, 2]}}},
+    # Their SAM encoder's neck ends at the width of the CLIP/Qwen2 encoder it feeds (1024; 896 in
+    # the checkpoint, which DeepSeek-OCR 2's default encoder, 4096 wide, does not match even at full
+    # size): the neck ends at the tiny encoder's width.
+    "unlimited_ocr": {"vision_config": {"sam_config": {"downsample_channels": [16, 32]}}},
+    # ...and its per-layer dense/sparse MLP kinds come with the checkpoint (None): one of each.
+    "deepseek_ocr2": {"vision_config": {"sam_config": {"downsample_channels": [16, 32]}},
+                      "text_config": {"mlp_layer_types": ["dense", "sparse"]}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

@@ -49,17 +49,11 @@ def follow_widths(values: dict[str, Any], out: dict[str, Any], originals: dict[s
         if out.get(key, value) == value and (new := fix(key, value)) is not None:  # unshrunk (a tuple made a list counts)
             out[key] = new
     for key, original in originals.items():
-        # a part's stage widths scale with its own width (its recursive shrink) or a sibling part's
-        # (a SAM neck's `downsample_channels` ending at the next encoder's width), never with the
-        # parent's: a backbone's hidden_sizes do not follow the detector's d_model
-        siblings = _widths_of({k: v for k, v in originals.items() if k != key}, out)
+        # a part's stage widths scale with its own width only (its recursive shrink): a backbone's
+        # hidden_sizes follow neither the detector's d_model nor a sibling part's width
         for field, value in original.items():
-            if out[key].get(field) != value or field in WIDTH_KEYS:
-                continue
-            if follows(field, value):
+            if out[key].get(field) == value and field not in WIDTH_KEYS and follows(field, value):
                 out[key][field] = followed(value)
-            elif (scaled := _stage_widths(field, value, siblings)) is not None:
-                out[key][field] = scaled
             elif field == "num_pos_feats" and isinstance(value, int) and 2 * value in widths:
                 out[key][field] = widths[2 * value] // 2  # sine/Fourier features: half per axis pair
 
@@ -97,7 +91,7 @@ def _stage_widths(key: str, value: Any, widths: dict[int, int]) -> list[int] | N
     if not STAGE_WIDTH_NAME.search(key) or not isinstance(value, list) or len(value) < 2 \
             or not all(_is_width(v) and v > 0 for v in value):
         return None
-    base = next((v for v in value if v in widths), None)
+    base = next((v for v in value if v in widths and all(u % v == 0 for u in value)), None)
     if base is None or any(u * widths[base] % base for u in value):
         return None
     return [u * widths[base] // base for u in value]
