@@ -180,6 +180,9 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             if labels and task.endswith("classification"):  # other heads' labels are structured
                 inputs["labels"] = _labels(task, inputs, seed)
             return inputs
+    if task == "image-classification" and "input_ids" in params and image_token_id(config) is not None \
+            and image_encoder(model) is not None:
+        task = "image-text-to-text"  # a vision-language classifier (ShieldGemma 2) reads a prompt too
     if task == "image-classification":
         inputs: dict[str, Any] = {"pixel_values": pixel_values(config, seed)}
         if model is not None and "spatial_shapes" in inspect.signature(model.forward).parameters:

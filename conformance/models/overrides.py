@@ -118,6 +118,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # ...and its per-layer dense/sparse MLP kinds come with the checkpoint (None): one of each.
     "deepseek_ocr2": {"vision_config": {"sam_config": {"downsample_channels": [16, 32]}},
                       "text_config": {"mlp_layer_types": ["dense", "sparse"]}},
+    # The classifier reads the logits of its "Yes"/"No" tokens, ids the modeling code defaults to
+    # (10784, 3771) when the config names none: two ids of the tiny vocabulary.
+    "shieldgemma2": {"yes_token_index": 100, "no_token_index": 101},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

@@ -112,8 +112,10 @@ def build_config(entry: ZooEntry) -> Any:
         raise BuildError(f"config: {type(exc).__name__}: {_first_line(exc)}") from exc
     if entry.task == "causal-lm" and hasattr(config, "is_decoder"):
         config.is_decoder = True  # encoder types with a causal-LM head (bert) want it
-    if entry.task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
-        config.pad_token_id = 0  # a batch of two needs a pad id to find the last token
+    if entry.task == "sequence-classification":
+        for part in (config, getattr(config, "text_config", None)):  # a composite's head reads its text part's
+            if part is not None and getattr(part, "pad_token_id", None) is None:
+                part.pad_token_id = 0  # a batch of two needs a pad id to find the last token
     return config
 
 
