@@ -331,7 +331,9 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
         inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
     if "qformer_input_ids" in inputs and "qformer_attention_mask" in params:
         inputs["qformer_attention_mask"] = torch.ones_like(inputs["qformer_input_ids"])
-    if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
+    # generative visual question answering (BLIP) decodes its answer even outside encoder-decoders
+    if "decoder_input_ids" in params and (getattr(config, "is_encoder_decoder", False)
+                                          or task == "visual-question-answering"):
         from conformance.models.tokens import DECODER_LEN, token_ids
 
         inputs["decoder_input_ids"] = token_ids(config, (BATCH, DECODER_LEN), seed + 3)
