@@ -135,7 +135,8 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
             # a head whose own config wraps a text model (JevForDecision for qwen2) gets that
             # config around the type's; a text-only head listed for a multimodal type
             # (qwen3_5 -> Qwen3_5ForCausalLM) wants the text part of the composite config
-            wrapped = _head_config(cls, config)
+            # a tower listed for its composite type (llama4 -> Llama4VisionModel) wants its own part
+            wrapped = _sub_config_of(cls, config) or _head_config(cls, config)
             if wrapped is None and getattr(config, "text_config", None) is None:
                 raise
             torch.manual_seed(seed)
@@ -143,6 +144,15 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
     except Exception as exc:  # noqa: BLE001
         raise BuildError(f"model: {type(exc).__name__}: {_first_line(exc)}") from exc
     return model.eval()
+
+
+def _sub_config_of(cls: Any, config: Any) -> Any | None:
+    """The part of composite `config` that is of `cls`'s own config class, or None."""
+    own = getattr(cls, "config_class", None)
+    if own is None or isinstance(config, own):
+        return None
+    parts = (getattr(config, key, None) for key in getattr(config, "sub_configs", None) or {})
+    return next((part for part in parts if isinstance(part, own)), None)
 
 
 def _head_config(cls: Any, config: Any) -> Any | None:
