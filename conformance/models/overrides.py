@@ -121,6 +121,10 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # The classifier reads the logits of its "Yes"/"No" tokens, ids the modeling code defaults to
     # (10784, 3771) when the config names none: two ids of the tiny vocabulary.
     "shieldgemma2": {"yes_token_index": 100, "no_token_index": 101},
+    # The dense heads' layer widths come with each task's checkpoint (None): one upsampling and one
+    # conv layer, and for the pointmap scale head one strided conv and its two hidden layers.
+    "sapiens2": {"head_config": {"upsample_out_channels": [16], "conv_out_channels": [16], "use_pixel_shuffle": False,
+                                 "scale_conv_out_channels": [16], "scale_final_hidden_sizes": [16, 16]}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
