@@ -5,16 +5,15 @@ It sits above porting_cli.scan and porting_cli.fix, whose results it combines.
 Each file gives a ``FileScan``: its findings (``ScanResult``) and its patch (``FixResult``),
 both from one analysis, or the ``ScanError`` that says why it could not be scanned. A file
 whose text was scanned before (``porting_cli.scan.cache``) costs a hash and a JSON read and
-never imports libcst. The misses are analysed in this process when there are few of them,
-else on ``jobs`` forked workers (libcst is imported once, before the fork).
+never imports the rule families. The misses are analysed in this process when there are few of
+them, else on ``jobs`` forked workers (the scan is imported once, before the fork; the process
+pool only then).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import Sequence
 
 from porting_cli.scan.cache import CachedScan, ScanCache
@@ -56,7 +55,7 @@ def _fix_result(path: str, text: str, cached: CachedScan):
 
 
 def analyse(text: str, path: str) -> CachedScan | ScanError:
-    """Scan and fix one text (the slow path, libcst); errors come back as values."""
+    """Scan and fix one text (the slow path: parse and rules); errors come back as values."""
     from porting_cli.fix import fix_source
     from porting_cli.scan.engine import analyze_cached
 
@@ -104,9 +103,14 @@ def scan_paths(items: Sequence[tuple[str, str]], options: ScanOptions = ScanOpti
 
 def _analyse_all(work: list[tuple[str, str]], options: ScanOptions) -> list[CachedScan | ScanError]:
     jobs = min(options.workers(), len(work))
-    if jobs < 2 or sum(text.count("\n") for text, _ in work) < PARALLEL_MIN_LINES \
-            or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs < 2 or sum(text.count("\n") for text, _ in work) < PARALLEL_MIN_LINES:
         return [analyse(text, path) for text, path in work]
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return [analyse(text, path) for text, path in work]
+    from concurrent.futures import ProcessPoolExecutor
+
     import porting_cli.fix  # noqa: F401 - imported once here, inherited by the forked workers
     import porting_cli.scan.apply  # noqa: F401
 

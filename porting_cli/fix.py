@@ -12,23 +12,22 @@ Some fixes need more of the prelude (``PRELUDE``): the device type that CUDA
 tests compare with, and two small helper functions. Each part follows a
 ``# neuron-check:`` comment, which is how a later scan recognises it.
 
-Speed: the edits are made on the scan's own reduced tree and spliced into the
-original text (porting_cli/scan/apply.py, which is where libcst comes in: this
-module imports none, so a patch read from the cache costs nothing).
+Speed: the edits are text splices on the scan's own ``ast`` positions
+(porting_cli/scan/apply.py), and the prelude goes after the leading imports of the
+scan's tree, so the only parse here is the final syntax check; this module imports
+none of the scan, so a patch read from the cache costs nothing.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from porting_cli.scan.model import Finding
 from porting_cli.scan.rules import DEVICE_EXPR, prelude_names
-from porting_cli.scan.source import read_source, split_lines
+from porting_cli.scan.source import read_source
 
 if TYPE_CHECKING:
     from porting_cli.scan.engine import Analysis
@@ -145,26 +144,28 @@ def fix_source(text: str, path: str = "<string>") -> FixResult:
     remaining = [f for f in analysis.findings if not f.fixable]
     if not applied:
         return FixResult(text, [], remaining, path, text)
-    fixed, parts = apply_edits(analysis)
-    bom = "\ufeff" if fixed.startswith("\ufeff") else ""
-    fixed = fixed.removeprefix("\ufeff")
-    tree = ast.parse(fixed)  # a fix must never break the syntax
-    lines = split_lines(fixed)
-    at = _insertion_line(tree)
-    prelude = _prelude_text(parts, analysis.ctx.device_name, _existing_prelude(analysis),
+    tree = analysis.tree
+    at = _insertion_line(tree)  # the leading imports that the prelude follows keep their lines
+    fixed = apply_edits(analysis, analysis.ctx.source.starts[at])
+    bom = text[:len(text) - len(text.removeprefix("\ufeff"))]
+    prelude = _prelude_text(fixed.prelude, analysis.ctx.device_name, _existing_prelude(analysis),
                             not _imports_torch(tree))
-    new_text = bom + "".join(lines[:at]) + _joint(lines, at) + prelude + "".join(lines[at:])
-    ast.parse(new_text.removeprefix("\ufeff"))
+    new_text = bom + fixed.head + _joint(fixed.head, fixed.tail) + prelude + fixed.tail
+    # a fix must never break the syntax; top-level statements parse on their own, so the
+    # ones an edit changed (and the prelude) are all there is to check
+    ast.parse(prelude + "".join(fixed.changed))
     return FixResult(new_text, applied, remaining, path, text)
 
 
-def _joint(lines: list[str], index: int) -> str:
+def _joint(head: str, tail: str) -> str:
     """A newline when the line before the prelude has none (the file's last line)."""
-    return "\n" if index > 0 and index == len(lines) and not lines[-1].endswith(("\n", "\r")) else ""
+    return "\n" if head and not tail and not head.endswith(("\n", "\r")) else ""
 
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """A ``diff -u`` style patch from ``old`` to ``new`` (empty when equal)."""
+    import difflib
+
     def lines(text: str) -> list[str]:
         out = text.splitlines(keepends=True)
         if out and not out[-1].endswith(("\n", "\r")):
@@ -176,6 +177,8 @@ def unified_diff(path: str, old: str, new: str) -> str:
 def fix_file(path: str | Path, write: bool = True) -> FixResult:
     """Fix one file; with ``write`` the file is rewritten in place and the original
     kept as ``FILE.orig`` (an existing ``FILE.orig`` is left as it is)."""
+    import shutil
+
     text = read_source(path)
     result = fix_source(text, str(path))
     if write and result.changed:

@@ -145,7 +145,8 @@ def build_report(script: str, scan: Any, patch: str, trace: Any = None, *, predi
     findings.sort(key=lambda f: (f["path"], f["line"], f["col"], f["rule"]))  # grouped by file
     items = change_items(findings, ops, runtime)
     verdict = decide(items, runtime)
-    rules = {f["rule"]: dataclasses.asdict(RULES_BY_ID[f["rule"]]) for f in findings if f["rule"] in RULES_BY_ID}
+    rules = {rule: dataclasses.asdict(RULES_BY_ID[rule]) for rule in dict.fromkeys(f["rule"] for f in findings)
+             if rule in RULES_BY_ID}
     if any(f["rule"] == REMAP_RULE["id"] for f in findings):
         rules[REMAP_RULE["id"]] = dict(REMAP_RULE)
     return PortReport(script=script, verdict=verdict.verdict, reasons=verdict.reasons,

@@ -1,15 +1,16 @@
 """Every command meets bad input with one sentence, the right exit code, and no side effects.
 
 One table of what careless users and broken CI jobs pass to neuron-check. Each case runs the
-real entry point (``python -m porting_cli``) in its own copy of a folder of inputs, and must:
+real entry point (``porting_cli.cli.main``) in its own copy of a folder of inputs, and must:
 
 * exit with the expected code (2 for anything the user caused);
 * print exactly one line on stderr, starting ``neuron-check: error:``, with no traceback;
 * name what was wrong (a word from the case);
 * leave every file of the folder byte-identical, and create nothing but what the case allows.
 
-The cases run a few at a time in a module fixture (each starts a Python process), and each
-parametrised test checks its own case's outcome.
+The cases run in a module fixture: a few as their own process each, the rest in two batch
+processes (tests/cli_batch.py) that call the same entry point once per case, with the case's own
+folder, environment and argv; each parametrised test checks its own case's outcome.
 """
 
 from __future__ import annotations
@@ -248,15 +249,34 @@ class Outcome:
     after: dict[str, str]
 
 
-def _run(case_: Case, template: Path, workdir: Path) -> Outcome:
-    root = workdir / case_.id
-    shutil.copytree(template, root)
-    before = _snapshot(root)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           "NEURON_CHECK_DB": str(root / "default.db"), **dict(case_.env)}
-    proc = subprocess.run([sys.executable, "-m", "porting_cli", *case_.argv], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
-    return Outcome(proc.returncode, proc.stderr, before, _snapshot(root))
+# These run as their own `python -m porting_cli` process, one per command family, so the real
+# entry point is covered; the rest run in batches (tests/cli_batch.py), each batch one process
+# that imports torch once and runs its command lines one after another through the same main().
+OWN_PROCESS = {"unknown-command", "device-bad-index", "profile-not-json", "port-syntax-error",
+               "models-task-unknown", "gate-no-baseline"}
+BATCHES = 2
+
+
+def _env(case_: Case, root: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            "NEURON_CHECK_DB": str(root / "default.db"), **dict(case_.env)}
+
+
+def _own_process(case_: Case, root: Path) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "porting_cli", *case_.argv], cwd=root,
+                          env={**os.environ, **_env(case_, root)}, capture_output=True, text=True,
+                          timeout=240, stdin=subprocess.DEVNULL)
+    return proc.returncode, proc.stderr
+
+
+def _batch(cases: list[Case], roots: dict[str, Path], workdir: Path, number: int) -> dict[str, tuple[int, str]]:
+    spec, outcomes = workdir / f"batch-{number}.json", workdir / f"batch-{number}-out.json"
+    spec.write_text(json.dumps([{"id": c.id, "argv": list(c.argv), "cwd": str(roots[c.id]),
+                                 "env": _env(c, roots[c.id])} for c in cases]))
+    env = {**os.environ, "PYTHONPATH": _env(cases[0], workdir)["PYTHONPATH"]}
+    subprocess.run([sys.executable, str(REPO / "tests" / "cli_batch.py"), str(spec), str(outcomes)],
+                   cwd=workdir, env=env, capture_output=True, timeout=900, stdin=subprocess.DEVNULL, check=True)
+    return {name: (got["code"], got["stderr"]) for name, got in json.loads(outcomes.read_text()).items()}
 
 
 @pytest.fixture(scope="module")
@@ -264,9 +284,19 @@ def outcomes(tmp_path_factory) -> dict[str, Outcome]:
     template = tmp_path_factory.mktemp("inputs")
     _build_inputs(template)
     workdir = tmp_path_factory.mktemp("cases")
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {c.id: pool.submit(_run, c, template, workdir) for c in CASES}
-        return {name: future.result() for name, future in futures.items()}
+    roots, before = {}, {}
+    for c in CASES:
+        roots[c.id] = workdir / c.id
+        shutil.copytree(template, roots[c.id])
+        before[c.id] = _snapshot(roots[c.id])
+    batched = [c for c in CASES if c.id not in OWN_PROCESS]
+    with ThreadPoolExecutor(max_workers=BATCHES + 1) as pool:
+        batches = [pool.submit(_batch, batched[k::BATCHES], roots, workdir, k) for k in range(BATCHES)]
+        alone = {c.id: pool.submit(_own_process, c, roots[c.id]) for c in CASES if c.id in OWN_PROCESS}
+        results = {name: future.result() for name, future in alone.items()}
+        for future in batches:
+            results.update(future.result())
+    return {c.id: Outcome(*results[c.id], before[c.id], _snapshot(roots[c.id])) for c in CASES}
 
 
 def test_the_table_is_big_and_ids_are_unique():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Callable
 
 from op_db.errors import InputError
 
@@ -24,6 +24,18 @@ class CompileSettings:
     @property
     def options_dict(self) -> dict[str, Any]:
         return dict(self.options)
+
+    def backend_compiler(self, backend: str) -> Callable:
+        """`backend`'s compiler, `(graph_module, example_inputs) -> callable`, with the options bound."""
+        options = self.options_dict
+        if backend == "inductor":
+            from torch._inductor.compile_fx import compile_fx
+
+            return lambda gm, inputs: compile_fx(gm, inputs, config_patches=options or None)
+        from torch._dynamo.backends.registry import lookup_backend
+
+        inner = lookup_backend(backend)
+        return (lambda gm, inputs: inner(gm, inputs, **options)) if options else inner
 
     def to_dict(self) -> dict[str, Any]:
         return {"compile_backend": self.backend, "fullgraph": self.fullgraph, "dynamic": self.dynamic,

@@ -84,19 +84,8 @@ class CompileWatch:
         return torch.compile(fn, backend=self._watched(), fullgraph=self.settings.fullgraph,
                              dynamic=self.settings.dynamic if dynamic is None else dynamic)
 
-    def _inner_backend(self) -> Callable:
-        options = self.settings.options_dict
-        if self.backend == "inductor":
-            from torch._inductor.compile_fx import compile_fx
-
-            return lambda gm, inputs: compile_fx(gm, inputs, config_patches=options or None)
-        from torch._dynamo.backends.registry import lookup_backend
-
-        inner = lookup_backend(self.backend)
-        return (lambda gm, inputs: inner(gm, inputs, **options)) if options else inner
-
     def _watched(self) -> Callable:
-        inner = self._inner_backend()
+        inner = self.settings.backend_compiler(self.backend)
 
         def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             self.graphs += 1

@@ -95,20 +95,9 @@ def rank_main(conn: Any, place: RankPlace, store_path: str, config: RunConfig, r
     except BaseException as exc:  # noqa: BLE001 - the parent stops the run with this text
         conn.send(("init-error", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready",))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message[0] == "stop":
-            break
-        for index, item in message[1]:
-            try:
-                conn.send(("start", index))
-                conn.send(("result", index, run_check(item, rctx)))
-            except (BrokenPipeError, OSError):
-                return
-    import torch.distributed as dist
+    from conformance.engine.worker import serve_items
 
+    conn.send(("ready",))
+    if not serve_items(conn, lambda item: run_check(item, rctx)):
+        return  # the parent is gone: nobody is left to tear the world down with
     dist.destroy_process_group()

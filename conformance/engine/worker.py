@@ -12,7 +12,7 @@ import signal
 import time
 import traceback
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from conformance.config import RunConfig, WorkerContext
 from op_db.records import Result, Status, WorkItem, shorten
@@ -113,16 +113,24 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
         conn.send(("init-error", f"{type(exc).__name__}: {exc}"))
         return
     conn.send(("ready",))
+    serve_items(conn, lambda item: run_one(item, ctx))
+
+
+def serve_items(conn: Any, run: Callable[[WorkItem], Result]) -> bool:
+    """Answer the parent's batches until it says stop (True) or is gone (False).
+
+    Each item is announced before it runs, so a crash or hang is pinned on that exact item.
+    """
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):
-            return  # the parent is gone
+            return False
         if message[0] == "stop":
-            return
+            return True
         for index, item in message[1]:
             try:
                 conn.send(("start", index))
-                conn.send(("result", index, run_one(item, ctx)))
+                conn.send(("result", index, run(item)))
             except (BrokenPipeError, OSError):
-                return
+                return False

@@ -3,11 +3,13 @@ then the device, then the comparison; one Result through the outcome rule."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
+from conformance.compiling.failures import observe_failure
 from conformance.fp8.cases import Case
 from conformance.fp8.inputs import PRIMARY_FP8, fp8_dtype
 from conformance.fp8.plan import SUBJECTS
@@ -105,22 +107,35 @@ def run_cases(item: WorkItem, cases: list[Case], ctx: Any, claimed: bool) -> Res
 
     comparisons: list[Comparison] = []
     failure: BaseException | None = None
-    with ctx.adapter.track_fallbacks() as fallbacks, record_ops(ctx.device_type) as recorder:
+    watch = _item_watch(ctx) if item.mode == "compile" else None
+    # Under torch.compile nothing is recorded: Dynamo declines to compile while a dispatch mode
+    # is active, and would test eager instead. The graphs' own ops are the item's ops then.
+    recording = contextlib.nullcontext(None) if watch is not None else record_ops(ctx.device_type)
+    with ctx.adapter.track_fallbacks() as fallbacks, recording as recorder:
         for case, reference in zip(cases, references):
             try:
                 inputs = [t.to(ctx.device) for t in case.inputs]
                 comparison = _transfer_check(case.inputs, inputs)
                 if comparison is None:
-                    comparison = case.judge(_on_device(case, inputs, ctx, item.mode == "compile"), reference, case.inputs)
+                    comparison = case.judge(_on_device(case, inputs, ctx, watch), reference, case.inputs)
             except Exception as exc:
                 failure = exc
                 break
             comparisons.append(comparison)
 
-    fields = dict(samples_passed=sum(c.ok for c in comparisons), aten_ops=dict(recorder.ops),
-                  fallback_ops=sorted(fallbacks.ops), **base)
+    fields = dict(samples_passed=sum(c.ok for c in comparisons), fallback_ops=sorted(fallbacks.ops), **base)
+    observed: Any = failure
+    if watch is None:
+        fields["aten_ops"] = dict(recorder.ops)
+    else:
+        phase = watch.failure_phase(failure) if failure is not None else None
+        if failure is not None:
+            observed = observe_failure(failure, phase)
+        facts = watch.facts(phase=phase)
+        fields["compile"] = facts.to_dict()
+        fields["aten_ops"] = {op: 1 for op in facts.graph_ops}
     if failure is not None:
-        result = result_for(item, failure, failing_op=recorder.failing_op,
+        result = result_for(item, observed, failing_op=recorder.failing_op if recorder else None,
                             first_failure=f"{cases[len(comparisons)].label}: raised", **fields)
         _add_errors(result, comparisons)
         return result
@@ -151,15 +166,19 @@ def _transfer_check(inputs: list[torch.Tensor], on_device: list[torch.Tensor]) -
     return None
 
 
-def _on_device(case: Case, inputs: list[torch.Tensor], ctx: Any, compiled: bool) -> Any:
-    if compiled:
-        from conformance.compiling.watch import CompileWatch
+def _item_watch(ctx: Any) -> Any:
+    """One CompileWatch for the whole item, as OpInfo has: its facts become the `compile` record."""
+    from conformance.compiling.watch import CompileWatch
 
-        watch = CompileWatch(ctx.compile_backend, ctx.config.compile)
+    return CompileWatch(ctx.compile_backend, ctx.config.compile)
+
+
+def _on_device(case: Case, inputs: list[torch.Tensor], ctx: Any, watch: Any) -> Any:
+    if watch is None:
+        output = case.fn(ctx.device, *inputs)
+    else:
         with watch:
             output = watch.compile(case.fn, dynamic=False)(ctx.device, *inputs)
-    else:
-        output = case.fn(ctx.device, *inputs)
     ctx.adapter.synchronize()
     return pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, output)
 

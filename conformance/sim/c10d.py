@@ -10,9 +10,6 @@ raising or dead rank, as a broken real backend would show it.
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -49,27 +46,9 @@ def _dtype(outputs: list[torch.Tensor]) -> str | None:
 
 
 def _apply(fault: CollectiveFault, outputs: list[torch.Tensor]) -> None:
-    if fault.kind == "crash":
-        os.kill(os.getpid(), signal.SIGSEGV)
-        time.sleep(5)  # the signal is delivered asynchronously on some platforms
-    elif fault.kind == "hang":
-        while True:
-            time.sleep(3600)
-    elif fault.kind == "raise":
-        raise RuntimeError(fault.value)
-    with torch.no_grad():
-        for t in outputs:
-            cpu = _inner(t)
-            if not cpu.is_floating_point() or cpu.numel() == 0:
-                continue
-            hi = cpu.double()
-            if fault.kind == "scale":
-                hi = hi * fault.value
-            elif fault.kind == "offset":
-                hi = hi + fault.value
-            else:
-                hi = torch.full_like(hi, float("nan"))
-            cpu.copy_(hi.to(cpu.dtype))
+    faults.trip(fault)
+    for t in outputs:
+        faults.corrupt_in_place(_inner(t), fault)
 
 
 class SimWork(dist.Work):

@@ -164,20 +164,35 @@ def after(profile: SimProfile, name: str, dtypes: set[str], outputs: list[torch.
     for fault in matching_faults(profile, name):
         if fault.dtype is not None and fault.dtype not in dtypes:
             continue
-        if fault.kind == "crash":
-            os.kill(os.getpid(), signal.SIGSEGV)
-            time.sleep(5)  # the signal is delivered asynchronously on some platforms
-        elif fault.kind == "hang":
-            while True:
-                time.sleep(3600)
-        elif fault.kind == "raise":
-            raise RuntimeError(fault.value)
-        else:
-            if fault.kind in RECOMPUTE_KINDS and wide is None and recompute is not None:
-                wide = _recomputed(recompute, len(outputs))
-            exact = wide if wide is not None else [None] * len(outputs)
-            outputs = [_corrupt(t, fault, v, w) for t, v, w in zip(outputs, views, exact)]
+        if fault.kind in TRIP_KINDS:
+            trip(fault)
+            continue
+        if fault.kind in RECOMPUTE_KINDS and wide is None and recompute is not None:
+            wide = _recomputed(recompute, len(outputs))
+        exact = wide if wide is not None else [None] * len(outputs)
+        outputs = [_corrupt(t, fault, v, w) for t, v, w in zip(outputs, views, exact)]
     return outputs
+
+
+TRIP_KINDS = frozenset({"crash", "hang", "raise"})
+
+
+def trip(fault) -> None:
+    """Crash the process, hang it, or raise: the faults that stop an op instead of corrupting it."""
+    if fault.kind == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+        time.sleep(5)  # the signal is delivered asynchronously on some platforms
+    elif fault.kind == "hang":
+        while True:
+            time.sleep(3600)
+    elif fault.kind == "raise":
+        raise RuntimeError(fault.value)
+
+
+def corrupt_in_place(t: torch.Tensor, fault) -> None:
+    """Apply a value fault to `t` itself (a collective's output buffer)."""
+    if t.numel():
+        _corrupt(t, fault, is_view=False)
 
 
 def _recomputed(recompute, count: int) -> list[torch.Tensor | None] | None:

@@ -1,8 +1,8 @@
 """Static scan of a PyTorch script for CUDA-specific code.
 
-Imports nothing heavy (no torch); libcst, which the rule families need, is imported only
-when a file is actually analysed, so a result read from the cache (porting_cli.scan.cache)
-never loads it.
+Imports nothing heavy (no torch) and needs nothing outside the standard library: the rule
+families run on the ``ast`` tree and are imported only when a file is actually analysed, so a
+result read from the cache (porting_cli.scan.cache) never loads them.
 
     >>> from porting_cli.scan import scan_source
     >>> [f.rule_id for f in scan_source("x = x.cuda()\\n").findings]

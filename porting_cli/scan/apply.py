@@ -1,94 +1,146 @@
-"""Applying the edits the rule families registered, on the scan's own libcst tree.
+"""Applying the edits the rule families registered, as text splices.
 
-The edits are made on the reduced tree (only the statements that can hold a finding are
-parsed by libcst) and spliced into the original text at the edited nodes' positions; a
-splice whose original code does not match the text falls back to transforming the whole
-file. porting_cli.fix builds the fixed file (prelude, checks) around this.
+Each edit replaces the text of one node. Edits nest (``torch.device("cuda", torch.cuda.
+current_device())`` rewrites the inner call and then the outer one), so an edit reads its
+node's parts through a ``View``, which gives their text with the edits inside them already
+made, and the outermost edits are spliced into the original text; the rest of the file stays
+byte for byte. porting_cli.fix builds the fixed file (prelude, checks) around this.
 """
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
+import bisect
+from typing import NamedTuple
 
-from .engine import Analysis, analyze
-from .source import split_lines
-
-
-class _ApplyEdits(cst.CSTTransformer):
-    """Applies the registered edits bottom-up; remembers each edited node's replacement."""
-
-    def __init__(self, edits):
-        super().__init__()
-        self.edits = edits
-        self.replaced: list[tuple[cst.CSTNode, cst.CSTNode]] = []
-
-    def on_leave(self, original_node, updated_node):
-        entry = self.edits.get(id(original_node))
-        if entry is not None and entry[0] is original_node:
-            new = entry[1](updated_node)
-            self.replaced.append((original_node, new))
-            return new
-        return updated_node
+from .base import Context, Edit
+from .engine import Analysis
+from .nodes import SourceText
 
 
-class _SpliceMismatch(Exception):
-    """An edited node's code is not the text at its position (fall back to the full tree)."""
+class _Splice:
+    """One edit at its place: ``key`` is (start, -end, 0 for a statement else 1), so that outer
+    edits sort before the edits inside them."""
+
+    __slots__ = ("key", "start", "end", "node", "edit")
+
+    def __init__(self, key: tuple[int, int, int], node: ast.AST, edit: Edit):
+        self.key, self.node, self.edit = key, node, edit
+        self.start, self.end = key[0], -key[1]
 
 
-def _splice(analysis: Analysis, module: cst.Module, replaced) -> list[tuple[int, int, str]]:
-    """(start offset, end offset, new text) in the file for each outermost edit."""
-    ctx = analysis.ctx
-    lines = ctx.lines
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-    bare = module.with_changes(header=[], footer=[])
-    spans = []
-    for original, new in replaced:
-        pos = ctx.positions[original]
-        first, last = ctx.file_line(pos.start.line), ctx.file_line(pos.end.line)
-        if isinstance(original, cst.SimpleStatementLine):  # whole lines, indentation re-added
-            indent = lines[first - 1][:pos.start.column]
-            if indent.strip():
-                raise _SpliceMismatch
-            old = "".join(lines[first - 1:last])
+class View:
+    """The text of the nodes under one edit, with the edits inside them made.
 
-            def render(node, indent=indent):
-                code = bare.with_changes(body=[node.with_changes(leading_lines=())]).code
-                return "".join(indent + ln if ln.strip() else ln for ln in split_lines(code))
-            if render(original) != old:
-                raise _SpliceMismatch
-            spans.append((starts[first - 1], starts[last], render(new)))
+    An edit replaces its node with the parentheses that group it (``(x)``), as the node's
+    text includes them; ``keep_parens`` puts them back around code that only changes the
+    node (a renamed callee), ``span`` is the node without them.
+    """
+
+    def __init__(self, rewriter: _Rewriter, splice: _Splice):
+        self._rewriter = rewriter
+        self._splice = splice
+
+    def text(self, node: ast.AST) -> str:
+        start, end = self.outer(node)
+        return self.between(start, end)
+
+    def between(self, start: int, end: int) -> str:
+        """Text from offset ``start`` to ``end``, with the edits inside it made."""
+        return self._rewriter.render(start, end, exclude=self._splice)
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return self._rewriter.ctx.source.span(node)
+
+    def outer(self, node: ast.AST) -> tuple[int, int]:
+        return self._rewriter.ctx.source.outer_span(node)
+
+    def keep_parens(self, node: ast.AST, code: str) -> str:
+        start, end = self.span(node)
+        outer_start, outer_end = self.outer(node)
+        text = self.source_text.text
+        return text[outer_start:start] + code + text[end:outer_end]
+
+    @property
+    def source_text(self) -> SourceText:
+        return self._rewriter.ctx.source
+
+
+class _Rewriter:
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.splices = sorted((_Splice(self.key(node), node, edit) for node, edit in ctx.edits.values()),
+                              key=lambda s: s.key)
+        self.keys = [s.key for s in self.splices]
+        self.done: dict[int, str] = {}
+
+    def key(self, node: ast.AST) -> tuple[int, int, int]:
+        start, end = self.ctx.source.outer_span(node)
+        return start, -end, 0 if isinstance(node, ast.stmt) else 1
+
+    def replacement(self, index: int) -> str:
+        found = self.done.get(index)
+        if found is None:
+            splice = self.splices[index]
+            found = self.done[index] = splice.edit(View(self, splice))
+        return found
+
+    def render(self, start: int, end: int, exclude: _Splice | None = None) -> str:
+        """The text from ``start`` to ``end`` with the edits inside it made (but ``exclude``,
+        the edit asking)."""
+        text = self.ctx.source.text
+        i = bisect.bisect_left(self.keys, (start, -end, -1))
+        out, pos = [], start
+        while i < len(self.splices):
+            splice = self.splices[i]
+            if splice.start >= end:
+                break
+            if splice.start >= pos and splice.end <= end and splice is not exclude:
+                out.append(text[pos:splice.start])
+                out.append(self.replacement(i))
+                pos = splice.end
+            i += 1
+        out.append(text[pos:end])
+        return "".join(out)
+
+
+class FixedText(NamedTuple):
+    """The fixed text (without the prelude and the byte-order mark) in two parts, before and
+    after the offset it was cut at, and what the fix needs besides."""
+
+    head: str
+    tail: str
+    prelude: set[str]         # the prelude parts the edits use
+    changed: tuple[str, ...]  # the top-level statements with an edit, fixed: all a syntax check needs
+
+
+def _top_level_spans(ctx: Context) -> list[tuple[int, int]]:
+    """Offsets of the whole lines of each top-level statement (those sharing a line together)."""
+    source = ctx.source
+    ranges: list[list[int]] = []
+    for stmt in ctx.tree.body:
+        decorators = getattr(stmt, "decorator_list", None)
+        first = min(d.lineno for d in decorators) if decorators else stmt.lineno
+        last = stmt.end_lineno or stmt.lineno
+        if ranges and first <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], last)
         else:
-            start = starts[first - 1] + pos.start.column
-            end = starts[last - 1] + pos.end.column
-            if module.code_for_node(original) != "".join(lines)[start:end]:
-                raise _SpliceMismatch
-            spans.append((start, end, module.code_for_node(new)))
-    spans.sort(key=lambda s: (s[0], -s[1]))
-    outer: list[tuple[int, int, str]] = []
-    for span in spans:  # an edit inside another edited node is already part of the outer one
-        if outer and span[0] < outer[-1][1]:
-            continue
-        outer.append(span)
-    return outer
+            ranges.append([first, last])
+    return [(source.starts[first - 1], source.starts[min(last, len(source.lines))]) for first, last in ranges]
 
 
-def apply_edits(analysis: Analysis) -> tuple[str, set[str]]:
-    """The fixed text (without the prelude) and the prelude parts it needs."""
+def apply_edits(analysis: Analysis, cut: int = 0) -> FixedText:
+    """Make every edit; ``cut`` is an offset of the original text at a statement boundary."""
     ctx = analysis.ctx
-    body = analysis.text.removeprefix("\ufeff")
-    bom = analysis.text[:len(analysis.text) - len(body)]
-    edits = _ApplyEdits(ctx.edits)
-    analysis.module.visit(edits)
-    try:
-        spans = _splice(analysis, analysis.module, edits.replaced)
-    except _SpliceMismatch:
-        full = analyze(analysis.text, ctx.path, reduce=False, device_name=ctx.device_name)
-        again = _ApplyEdits(full.ctx.edits)
-        new_module = full.module.visit(again)
-        return new_module.code.removeprefix("\ufeff"), full.ctx.prelude | ctx.prelude
-    out = body
-    for start, end, new in reversed(spans):
-        out = out[:start] + new + out[end:]
-    return bom + out, ctx.prelude
+    rewriter = _Rewriter(ctx)
+    head = rewriter.render(0, cut)
+    tail = rewriter.render(cut, len(ctx.source.text))
+    changed = []
+    starts = [s.start for s in rewriter.splices]
+    for start, end in _top_level_spans(ctx):
+        i = bisect.bisect_left(starts, start)
+        if i < len(starts) and starts[i] < end:
+            changed.append(rewriter.render(start, end))
+    for index in range(len(rewriter.splices)):  # an edit inside a replaced node still asks for its prelude
+        rewriter.replacement(index)
+    return FixedText(head, tail, ctx.prelude, tuple(changed))

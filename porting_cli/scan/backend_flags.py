@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from .base import ReferenceFamily, expr
+from .base import ReferenceFamily
+from .nodes import is_name
 
 TF32_MATMUL = "torch.backends.cuda.matmul.allow_tf32"
 TF32_CUDNN = "torch.backends.cudnn.allow_tf32"
@@ -24,20 +25,28 @@ class BackendFlagsVisitor(ReferenceFamily):
         elif qn.startswith("torch.backends.cuda.") or qn == "torch.backends.cuda":
             self.report(node, "NC403", detail=f"`{qn}`")
 
-    def _tf32(self, node: cst.BaseExpression) -> None:
-        found = self.ctx.sole_assign.get(id(node))
-        if found is None:
+    def _tf32(self, node: ast.expr) -> None:
+        line = self.ctx.sole_assign.get(id(node))
+        if line is None:
             self.report(node, "NC402")
             return
-        line, _ = found
 
-        def edit(updated: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-            value = updated.body[0].value
-            if isinstance(value, cst.Name) and value.value in ("True", "False"):
-                precision = cst.SimpleString('"high"' if value.value == "True" else '"highest"')
+        def edit(view) -> str:
+            value = line.value
+            if is_name(value, "True") or is_name(value, "False"):
+                precision = '"high"' if is_name(value, "True") else '"highest"'
             else:
-                precision = cst.IfExp(test=value, body=cst.SimpleString('"high"'),
-                                      orelse=cst.SimpleString('"highest"'))
-            call = cst.Call(func=expr("torch.set_float32_matmul_precision"), args=[cst.Arg(precision)])
-            return updated.with_changes(body=[cst.Expr(call)])
+                precision = f'"high" if {_value_text(view, line)} else "highest"'
+            return f"torch.set_float32_matmul_precision({precision})"
         self.report(node, "NC402", edit=edit, edit_node=line)
+
+
+def _value_text(view, assign: ast.Assign) -> str:
+    """The code after ``=`` (parentheses included), edits made."""
+    text = view.source_text.text
+    _, target_end = view.span(assign.targets[0])
+    _, end = view.span(assign)
+    start = text.index("=", target_end) + 1
+    while text[start] in " \t\\\r\n":
+        start += 1
+    return view.between(start, end)

@@ -1,233 +1,168 @@
-"""What every rule family shares: the per-file context and the visitor base.
+"""What every rule family shares: the per-file context and the family base class.
 
-Each family is one ``FamilyVisitor`` subclass (TorchFix style); all of them run
-in one batched libcst traversal. Names are resolved through the file's imports
-(``from torch.cuda.amp import autocast as ac`` makes ``ac`` mean
-``torch.cuda.amp.autocast``) with a plain alias map, which is much faster than
-libcst's scope analysis and good enough for scripts.
+Each family is one ``FamilyVisitor`` subclass (TorchFix style) with ``visit_<ast node type>``
+handlers; all of them run in one traversal of the standard library's ``ast`` tree
+(porting_cli/scan/traverse.py). Names are resolved through the file's imports
+(``from torch.cuda.amp import autocast as ac`` makes ``ac`` mean ``torch.cuda.amp.autocast``)
+with a plain alias map, which is good enough for scripts.
 
-A rule that can be fixed registers an *edit*: a function from the updated node
-to its replacement, applied by ``porting_cli.fix`` to the node that was flagged.
+A rule that can be fixed registers an *edit*: a function that gets a ``View`` of the file (the
+text of any node, with the edits inside it already made) and returns the new code of the node
+it was registered on; porting_cli/scan/apply.py splices the new code into the text.
 """
 
 from __future__ import annotations
 
-import bisect
-from typing import Callable, ClassVar
-
-import libcst as cst
-from libcst.metadata import PositionProvider
+import ast
+from typing import TYPE_CHECKING, Callable, ClassVar, Protocol
 
 from .dataflow import DeviceFlow
 from .model import Finding
+from .nodes import SourceText, Strings, iter_blocks, qualname
 from .rules import RULES_BY_ID, prelude_names  # noqa: F401 (re-exported)
 
-Edit = Callable[[cst.CSTNode], cst.CSTNode]
+if TYPE_CHECKING:
+    from .apply import View
+
+
+class Edit(Protocol):
+    def __call__(self, view: View) -> str: ...
+
+
+GUARD = "torch.accelerator.is_available()"
 
 
 class Context:
-    """Per-file state shared by the visitors of one scan."""
+    """Per-file state shared by the families of one scan."""
 
-    def __init__(self, path: str, lines: list[str], aliases: dict[str, str], device_name: str,
-                 flow: DeviceFlow | None = None, skip_lines: frozenset[int] = frozenset()):
+    def __init__(self, path: str, source: SourceText, tree: ast.Module, aliases: dict[str, str],
+                 device_name: str, flow: DeviceFlow | None = None, skip_lines: frozenset[int] = frozenset()):
         self.path = path
-        self.lines = lines
+        self.source = source
+        self.lines = source.lines
+        self.tree = tree
         self.aliases = aliases
         self.device_name = device_name  # the module-level name the fixes bind the device to
         self.flow = flow or DeviceFlow()
         self.skip_lines = skip_lines      # neuron-check's own prelude in a fixed file: never reported
         self.prelude: set[str] = set()    # the prelude parts the edits use (see porting_cli.fix)
         self.findings: list[Finding] = []
-        self.positions = None  # PositionProvider's mapping, when the engine resolved it
-        # the tree may hold only some chunks of the file: tree line -> file line
-        self.chunk_starts = [1]
-        self.chunk_offsets = [0]
-        self.edits: dict[int, tuple[cst.CSTNode, Edit]] = {}
-        self.needs_device = False
-        self.import_depth = 0
-        self.call_of: dict[int, cst.Call] = {}           # id(call.func) -> call
-        self.sole_call_stmt: dict[int, cst.SimpleStatementLine] = {}  # id(call) -> its line
-        self.sole_assign: dict[int, tuple[cst.SimpleStatementLine, cst.Assign]] = {}
-        self.compared: set[int] = set()                   # ids of operands of comparisons
-        self.handled: set[int] = set()                    # ids of nodes a rule already reported
-        self._refs: dict[int, str | None] = {}
-        self._keep: list[cst.CSTNode] = []                # keeps ids in _refs valid
+        self.strings = Strings(source)
+        self.edits: dict[int, tuple[ast.AST, Edit]] = {}
+        self.call_of: dict[int, ast.Call] = {}          # id(call.func) -> call
+        self.sole_call_stmt: dict[int, ast.Expr] = {}   # id(call) -> its statement, alone on its line
+        self.sole_assign: dict[int, ast.Assign] = {}    # id(target) -> its assignment, alone on its line
+        self.compared: set[int] = set()                 # ids of operands of comparisons
+        self.handled: set[int] = set()                  # ids of nodes a rule already reported
+        self.inner: set[int] = set()                    # ids of the inner parts of name chains
+        self._default_indent: str | None = None
 
-    def file_line(self, line: int) -> int:
-        i = bisect.bisect_right(self.chunk_starts, line) - 1
-        return line + self.chunk_offsets[i]
+    # -- names and values ------------------------------------------------------
+    def qualname(self, node: ast.AST) -> str | None:
+        return qualname(node, self.aliases)
 
-    # -- names -----------------------------------------------------------------
-    def qualname(self, expr: cst.BaseExpression) -> str | None:
-        """Dotted name of a Name/Attribute chain, through the import aliases."""
-        parts: list[str] = []
-        while isinstance(expr, cst.Attribute):
-            parts.append(expr.attr.value)
-            expr = expr.value
-        if not isinstance(expr, cst.Name):
-            return None
-        parts.append(self.aliases.get(expr.value, expr.value))
-        return ".".join(reversed(parts))
+    def string_value(self, node: ast.AST | None) -> str | None:
+        return None if node is None else self.strings.value(node)
 
-    def reference(self, node: cst.Name | cst.Attribute) -> str | None:
-        """Qualified name if ``node`` is the outermost node of a name chain, else None."""
-        key = id(node)
-        if key in self._refs:
-            return self._refs[key]
-        if self.import_depth:
-            return None
-        qn = self.qualname(node)
-        self._refs[key] = qn
-        self._keep.append(node)
-        inner = node
-        while isinstance(inner, cst.Attribute):  # inner parts are not references of their own
-            self._refs[id(inner.attr)] = None
-            self._refs[id(inner.value)] = None
-            self._keep.append(inner)
-            inner = inner.value
-        return qn
-
-    def kinds_of(self, node: cst.CSTNode) -> set[str]:
+    def kinds_of(self, node: ast.AST) -> set[str]:
         """What the data flow knows about the value of ``node`` (a call argument)."""
-        pos = self.positions.get(node) if self.positions is not None else None
-        if pos is None:
-            return set()
-        return self.flow.at(self.file_line(pos.start.line), pos.start.column)
+        return self.flow.at(node.lineno, self.source.column(node.lineno, node.col_offset))
 
-    def line_of(self, node: cst.CSTNode) -> int:
-        pos = self.positions.get(node) if self.positions is not None else None
-        return self.file_line(pos.start.line) if pos is not None else 0
+    def default_indent(self) -> str:
+        """One level of the file's indentation: that of its first indented block (which is in
+        the first top-level statement that has one: a block on its header's line holds none)."""
+        if self._default_indent is None:
+            self._default_indent = "    "
+            for stmt in self.tree.body:
+                firsts = [block[0].lineno for block in iter_blocks(stmt)]
+                if isinstance(stmt, ast.Match):
+                    firsts += [case.pattern.lineno for case in stmt.cases]
+                outer = _indent(self.lines[stmt.lineno - 1])
+                for line in sorted(n for n in firsts if n > stmt.lineno):
+                    inner = _indent(self.lines[line - 1])
+                    if len(inner) > len(outer) and not self.lines[line - 1][len(inner):].startswith("#"):
+                        self._default_indent = inner[len(outer):]
+                        return self._default_indent
+        return self._default_indent
 
-    # -- fix helpers -----------------------------------------------------------
-    def device(self) -> cst.Name:
-        self.needs_device = True
+    # -- fix helpers: code of the replacement ------------------------------------
+    def device(self) -> str:
         self.prelude.add("device")
-        return cst.Name(self.device_name)
+        return self.device_name
 
-    def tested_type(self) -> cst.Name:
+    def tested_type(self) -> str:
         """The name of the device type that CUDA tests compare with (see porting_cli.fix)."""
         self.device()
         self.prelude.add("type")
-        return cst.Name(prelude_names(self.device_name)["type"])
+        return prelude_names(self.device_name)["type"]
 
-    def helper(self, part: str, *args: cst.BaseExpression) -> cst.Call:
+    def helper(self, part: str, *args: str) -> str:
         """A call of one of the prelude's helper functions."""
         self.device()
         self.prelude.add(part)
-        return cst.Call(func=cst.Name(prelude_names(self.device_name)[part]),
-                        args=[cst.Arg(a) for a in args])
+        return f"{prelude_names(self.device_name)[part]}({', '.join(args)})"
 
-    def device_type(self) -> cst.Attribute:
-        return cst.Attribute(value=self.device(), attr=cst.Name("type"))
+    def helper_name(self, part: str) -> str:
+        self.device()
+        self.prelude.add(part)
+        return prelude_names(self.device_name)[part]
 
-    def indexed_device(self, index: cst.BaseExpression) -> cst.Call:
+    def device_type(self) -> str:
+        return f"{self.device()}.type"
+
+    def indexed_device(self, index: str) -> str:
         """``torch.device(DEVICE.type, index)``."""
-        return cst.Call(func=expr("torch.device"), args=[cst.Arg(self.device_type()), cst.Arg(index)])
+        return f"torch.device({self.device_type()}, {index})"
+
+    def guarded_statement(self, stmt: ast.stmt, code: str) -> str:
+        """``if torch.accelerator.is_available():`` around a statement alone on its line."""
+        line = self.lines[stmt.lineno - 1]
+        indent = line[:len(line) - len(line.lstrip())]
+        step = self.default_indent()
+        if "\n" in code or "\r" in code:
+            code = _deeper_continuations(code, indent, step)
+        return f"if {GUARD}:{self.source.first_newline()}{indent}{step}{code}"
 
 
-def expr(code: str) -> cst.BaseExpression:
-    return cst.parse_expression(code)
+def _deeper_continuations(code: str, indent: str, step: str) -> str:
+    """``code`` with each line that continues inside brackets one ``step`` deeper, as a
+    statement moved into a new block reads (lines inside a string or after a backslash stay)."""
+    import io
+    import tokenize
+
+    from .source import split_lines
+
+    lines = split_lines(code)
+    bracketed: set[int] = set()  # 0-based lines that start inside brackets
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+            elif token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT) and depth > 0:
+                bracketed.add(token.end[0])  # the next line (tokenize rows are 1-based)
+    except (tokenize.TokenError, IndentationError, SyntaxError):  # pragma: no cover - ast parsed it
+        return code
+    out = [lines[0]]
+    for n, line in enumerate(lines[1:], start=1):
+        if n in bracketed and line.strip() and line.startswith(indent):
+            line = indent + step + line[len(indent):]
+        out.append(line)
+    return "".join(out)
 
 
-def string_value(node: cst.CSTNode) -> str | None:
-    """The value of a plain string literal, else None."""
-    if isinstance(node, cst.SimpleString):
-        raw = node.value
-        if raw[0] in "'\"" and "\\" not in raw:  # no prefix, no escapes: skip literal_eval
-            quote = 3 if raw[:3] in ('"""', "'''") and len(raw) >= 6 else 1
-            return raw[quote:-quote]
-        try:
-            value = node.evaluated_value
-        except Exception:  # pragma: no cover - malformed literal
-            return None
-        return value if isinstance(value, str) else None
-    return None
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
 
 
-def int_value(node: cst.CSTNode) -> int | None:
-    if isinstance(node, cst.Integer):
-        try:
-            return int(node.evaluated_value)
-        except ValueError:  # pragma: no cover
-            return None
-    return None
-
-
-def keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
-def positional(call: cst.Call) -> list[cst.Arg]:
-    return [a for a in call.args if a.keyword is None and not a.star]
-
-
-def guarded(call: cst.BaseExpression, default: str) -> cst.IfExp:
+def guarded(code: str, default: str) -> str:
     """``(call if torch.accelerator.is_available() else default)``."""
-    return cst.IfExp(test=expr("torch.accelerator.is_available()"), body=call, orelse=expr(default),
-                     lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return f"({code} if {GUARD} else {default})"
 
 
-def guarded_statement(line: cst.SimpleStatementLine) -> cst.If:
-    """``if torch.accelerator.is_available():`` around a one-statement line."""
-    inner = line.with_changes(leading_lines=())
-    return cst.If(test=expr("torch.accelerator.is_available()"), body=cst.IndentedBlock(body=[inner]),
-                  leading_lines=line.leading_lines)
-
-
-class ContextVisitor(cst.BatchableCSTVisitor):
-    """Runs first in the batch and records the structure the rules ask about."""
-
-    def __init__(self, ctx: Context, families=()):
-        super().__init__()
-        self.ctx = ctx
-        self.referrers = [f for f in families if isinstance(f, ReferenceFamily)]
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        qn = self.ctx.reference(node)
-        if qn:
-            for family in self.referrers:
-                family.on_reference(node, qn)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        qn = self.ctx.reference(node)
-        if qn and qn != node.value:  # only imported names can mean a torch API
-            for family in self.referrers:
-                family.on_reference(node, qn)
-
-    def visit_Import(self, node: cst.Import) -> None:
-        self.ctx.import_depth += 1
-
-    def leave_Import(self, original_node: cst.Import) -> None:
-        self.ctx.import_depth -= 1
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self.ctx.import_depth += 1
-
-    def leave_ImportFrom(self, original_node: cst.ImportFrom) -> None:
-        self.ctx.import_depth -= 1
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.ctx.call_of[id(node.func)] = node
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) != 1:
-            return
-        stmt = node.body[0]
-        if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
-            self.ctx.sole_call_stmt[id(stmt.value)] = node
-        elif isinstance(stmt, cst.Assign) and len(stmt.targets) == 1:
-            self.ctx.sole_assign[id(stmt.targets[0].target)] = (node, stmt)
-
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        self.ctx.compared.add(id(node.left))
-        for target in node.comparisons:
-            self.ctx.compared.add(id(target.comparator))
-
-
-class FamilyVisitor(cst.BatchableCSTVisitor):
+class FamilyVisitor:
     """Base of one rule family.
 
     ``triggers`` are regular-expression fragments; a line that matches none of
@@ -236,26 +171,29 @@ class FamilyVisitor(cst.BatchableCSTVisitor):
     that this family reports, so the catch-all rule NC299 leaves them alone.
     """
 
-    METADATA_DEPENDENCIES = (PositionProvider,)
     family: ClassVar[str] = ""
     triggers: ClassVar[tuple[str, ...]] = ()
     claims: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: Context):
-        super().__init__()
         self.ctx = ctx
 
-    def report(self, node: cst.CSTNode, rule_id: str, detail: str | None = None,
-               edit: Edit | None = None, edit_node: cst.CSTNode | None = None) -> None:
-        """Record a finding at ``node``; ``edit`` (applied to ``edit_node``, default
-        ``node``) makes it fixable."""
+    def report(self, node: ast.AST, rule_id: str, detail: str | None = None,
+               edit: Edit | Callable | None = None, edit_node: ast.AST | None = None,
+               start: int | None = None) -> None:
+        """Record a finding at ``node`` (from offset ``start`` when given); ``edit`` (which
+        replaces ``edit_node``, default ``node``) makes it fixable."""
         ctx = self.ctx
         rule = RULES_BY_ID[rule_id]
-        pos = ctx.positions[node] if ctx.positions is not None else self.get_metadata(PositionProvider, node)
-        line = ctx.file_line(pos.start.line)
+        source = ctx.source
+        first, end = source.span(node)
+        if start is not None:
+            first = start
+        line = source.line_of_offset(first)
         if line in ctx.skip_lines:
             return
-        source = ctx.lines[line - 1].rstrip("\r\n") if line <= len(ctx.lines) else ""
+        end_line = source.line_of_offset(max(end - 1, first))
+        text = ctx.lines[line - 1].rstrip("\r\n") if line <= len(ctx.lines) else ""
         message = rule.message if detail is None else f"{rule.message}: {detail}"
         target = node if edit_node is None else edit_node
         fixable = edit is not None and id(target) not in ctx.edits
@@ -263,12 +201,12 @@ class FamilyVisitor(cst.BatchableCSTVisitor):
             ctx.edits[id(target)] = (target, edit)
         ctx.handled.add(id(node))
         ctx.findings.append(Finding(
-            rule_id=rule.id, path=ctx.path, line=line, col=pos.start.column + 1,
-            end_line=ctx.file_line(pos.end.line), end_col=pos.end.column + 1, source_line=source,
+            rule_id=rule.id, path=ctx.path, line=line, col=first - source.starts[line - 1] + 1,
+            end_line=end_line, end_col=end - source.starts[end_line - 1] + 1, source_line=text,
             severity=rule.severity, effort=rule.effort, message=message,
             fixable=fixable, family=rule.family))
 
-    def call_of(self, node: cst.CSTNode) -> cst.Call | None:
+    def call_of(self, node: ast.AST) -> ast.Call | None:
         """The call whose callee is ``node``, if any."""
         return self.ctx.call_of.get(id(node))
 
@@ -276,42 +214,9 @@ class FamilyVisitor(cst.BatchableCSTVisitor):
 class ReferenceFamily(FamilyVisitor):
     """A family that reacts to names such as ``torch.cuda.synchronize``.
 
-    The names are resolved once per node by ``ContextVisitor``, which then calls
-    ``on_reference`` of every reference family (cheaper than each family
-    visiting every Name and Attribute itself).
+    The traversal resolves each name chain once and calls ``on_reference`` of every
+    reference family (cheaper than each family visiting every Name and Attribute itself).
     """
 
-    def on_reference(self, node: cst.Name | cst.Attribute, qn: str) -> None:
+    def on_reference(self, node: ast.Name | ast.Attribute, qn: str) -> None:
         """A name chain that resolves to ``qn`` (e.g. ``torch.cuda.synchronize``)."""
-
-
-class Dispatcher(cst.CSTVisitor):
-    """Runs many batchable visitors in one traversal, like ``visit_batched`` but
-    without its per-attribute hooks (which cost more than the rules here)."""
-
-    def __init__(self, visitors: list[cst.BatchableCSTVisitor]):
-        super().__init__()
-        visit: dict[str, list] = {}
-        leave: dict[str, list] = {}
-        for visitor in visitors:
-            for name, fn in visitor.get_visitors().items():
-                kind, _, node_type = name.partition("_")
-                if "_" not in node_type:  # visit_Call, not visit_Call_func
-                    (visit if kind == "visit" else leave).setdefault(node_type, []).append(fn)
-        self._visit = {k: tuple(v) for k, v in visit.items()}
-        self._leave = {k: tuple(v) for k, v in leave.items()}
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        for fn in self._visit.get(type(node).__name__, ()):
-            fn(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        for fn in self._leave.get(type(original_node).__name__, ()):
-            fn(original_node)
-
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        pass
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        pass

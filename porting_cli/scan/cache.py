@@ -1,7 +1,7 @@
 """A cache of scan results keyed by file content, so an unchanged file is never parsed twice.
 
 One JSON file per scanned text under ``$XDG_CACHE_HOME/neuron-check/scan/`` (``~/.cache``
-when unset) holds what ``porting_cli.batch_scan`` needs to answer without libcst: the
+when unset) holds what ``porting_cli.batch_scan`` needs to answer without the rule families: the
 findings, the line count and the fixed text. The key is the SHA-256 of the file's text
 and of the scanner's own identity: the sources of ``porting_cli/scan/*.py`` (the rule
 table included) and ``porting_cli/fix.py`` and the Python version, so a new version of
@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ class CachedScan:
     fixed_text: str | None  # None: nothing to fix automatically
 
     def to_json(self) -> dict[str, Any]:
-        findings = [{k: v for k, v in dataclasses.asdict(f).items() if k != "path"} for f in self.findings]
+        findings = [{k: v for k, v in f.to_dict().items() if k != "path"} for f in self.findings]
         return {"format": CACHE_FORMAT, "lines": self.lines, "findings": findings, "fixed_text": self.fixed_text}
 
     @classmethod
@@ -103,9 +102,10 @@ class ScanCache:
         target = self._file(self.key(text))
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+            # a name no other process uses (tempfile would cost more to import than the scan saves)
+            tmp = target.parent / f".tmp-{os.getpid()}-{id(scan):x}-{target.name}"
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                with open(tmp, "x", encoding="utf-8") as handle:
                     json.dump(scan.to_json(), handle)
                 os.replace(tmp, target)  # readers see the old entry or the whole new one
             except BaseException:

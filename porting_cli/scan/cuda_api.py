@@ -8,10 +8,12 @@ inside an expression becomes ``(... if torch.accelerator.is_available() else 0)`
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from .base import ReferenceFamily, expr, guarded, guarded_statement, int_value, positional, string_value
+from .base import ReferenceFamily, guarded
+from .calls import arguments_text, rebuilt_call
 from .dataflow import INDEX
+from .nodes import int_value, is_name, positional
 
 UNGUARDED = None
 
@@ -55,13 +57,12 @@ class CudaApiVisitor(ReferenceFamily):
     #: torch.cuda names other families report (filled by the engine from their claims)
     claimed: tuple[str, ...] = ()
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "pin_memory" and not node.args:
+        if isinstance(func, ast.Attribute) and func.attr == "pin_memory" and not node.args and not node.keywords:
             self.report(node, "NC214")
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "pin_memory" and not (
-                    isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+        for arg in node.keywords:
+            if arg.arg == "pin_memory" and not is_name(arg.value, "False"):
                 self.report(arg, "NC214")
 
     def on_reference(self, node, qn: str) -> None:
@@ -84,61 +85,67 @@ class CudaApiVisitor(ReferenceFamily):
                 self.report(node, "NC299", detail=f"`{qn}`")
             return
         rule, replacement, default = entry
+        ctx = self.ctx
         if rule == "NC212":
             call = self.call_of(node)
             if call is None:
                 self.report(node, rule)
             else:
-                self.report(node, rule, edit_node=call, edit=lambda c: self.ctx.helper("bf16").with_changes(
-                    args=c.args))
+                self.report(node, rule, edit_node=call,
+                            edit=lambda view: f"{ctx.helper_name('bf16')}({arguments_text(view, call)})")
             return
         if not replacement:
             self.report(node, rule)
             return
         call = self.call_of(node)
         if rule == "NC207" and call is not None:  # backends without a device allocator raise there
-            def memory_edit(c: cst.Call, name=replacement.rpartition(".")[2], default=default) -> cst.Call:
-                base = self.ctx.helper("memory", cst.SimpleString(f'"{name}"'), expr(default))
-                return base.with_changes(args=[*base.args, *c.args])
+            def memory_edit(view, name=replacement.rpartition(".")[2], default=default) -> str:
+                head = ctx.helper("memory", f'"{name}"', default)  # device_memory("name", default)
+                args = arguments_text(view, call)
+                return f"{head[:-1]}, {args})" if args else head
             self.report(node, rule, edit_node=call, edit=memory_edit)
             return
         if call is None:  # a reference that is not called: only plain renames are safe
             if default is UNGUARDED:
-                self.report(node, rule, edit=lambda _: expr(replacement))
+                self.report(node, rule, edit=lambda _: replacement)
             else:
                 self.report(node, rule)
             return
-        def new_func(updated: cst.Call) -> cst.Call:
-            code = replacement.format(device=self.ctx.device().value) if "{device}" in replacement \
-                else replacement
-            return updated.with_changes(func=expr(code))
+
+        def new_func(view) -> str:
+            code = replacement.format(device=ctx.device()) if "{device}" in replacement else replacement
+            return view_with_func(view, call, code)
         if default is UNGUARDED:
             self.report(node, rule, edit=new_func, edit_node=call)
             return
         if rule == "NC204":  # set_device("cuda:1") / set_device(torch.device(...)): an index for any backend
-            new_func = self._set_device(call, new_func)
-        line = self.ctx.sole_call_stmt.get(id(call))
+            new_func = self._set_device(call, new_func, replacement)
+        line = ctx.sole_call_stmt.get(id(call))
         if line is not None:
-            def edit(updated: cst.SimpleStatementLine) -> cst.If:
-                stmt = updated.body[0]
-                new_call = new_func(stmt.value)
-                return guarded_statement(updated.with_changes(body=[stmt.with_changes(value=new_call)]))
-            self.report(node, rule, edit=edit, edit_node=line)
+            self.report(node, rule, edit_node=line,
+                        edit=lambda view: ctx.guarded_statement(line, new_func(view)))
         else:
-            self.report(node, rule, edit=lambda c: guarded(new_func(c), default), edit_node=call)
+            self.report(node, rule, edit=lambda view: guarded(new_func(view), default), edit_node=call)
 
-    def _set_device(self, call: cst.Call, rename):
+    def _set_device(self, call: ast.Call, rename, replacement: str):
         """The rewrite of `torch.cuda.set_device(x)`: an index stays, "cuda:N" becomes N, anything
         else (a torch.device, a string of unknown value) goes through the prelude's `device_for`."""
         args = positional(call)
         if len(args) != 1:
             return rename
-        value = args[0].value
-        literal = string_value(value)
+        value = args[0]
+        literal = self.ctx.string_value(value)
         if int_value(value) is not None or INDEX in self.ctx.kinds_of(value):
             return rename
         if literal is not None and literal.startswith("cuda:") and literal[5:].isdigit():
             index = literal[5:]
-            return lambda c: rename(c).with_changes(args=[cst.Arg(cst.Integer(index))])
-        return lambda c: rename(c).with_changes(
-            args=[cst.Arg(self.ctx.helper("device_for", positional(c)[0].value))])
+            return lambda view: rebuilt_call(view, call, replacement, [index], [])
+        return lambda view: rebuilt_call(view, call, replacement,
+                                         [self.ctx.helper("device_for", view.text(value))], [])
+
+
+def view_with_func(view, call: ast.Call, func: str) -> str:
+    """``call`` with its callee replaced by ``func`` and the rest as written."""
+    _, end = view.span(call)
+    _, func_end = view.outer(call.func)
+    return view.keep_parens(call, func + view.between(func_end, end))

@@ -25,10 +25,12 @@ import ast
 import dataclasses
 import re
 
+from .flow_facts import AMP_WRAPPED, FlowFacts
+from .nodes import qualname
+
 INDEX, STRING, TEST, ARGS = "index", "string", "test", "args"
 INDEX_ENV = frozenset({"LOCAL_RANK", "RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
                        "MPI_LOCALRANKID"})
-INDEX_OPTIONS = frozenset({"gpu", "gpu_id", "local_rank", "gpu_index", "device_id", "cuda_device"})
 CUDA_STRING = re.compile(r"cuda(?::\d+)?\Z")
 SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
                    "torch.multiprocessing.spawn.spawn"})
@@ -74,22 +76,13 @@ def dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
-def qualified(node: ast.AST, aliases: dict[str, str]) -> str | None:
-    name = dotted(node)
-    if name is None:
-        return None
-    head, _, rest = name.partition(".")
-    head = aliases.get(head, head)
-    return f"{head}.{rest}" if rest else head
-
-
 def is_env_lookup(node: ast.AST, aliases: dict[str, str]) -> bool:
     """`os.environ["LOCAL_RANK"]`, `os.environ.get("RANK", ...)`, `os.getenv("LOCAL_RANK")`."""
-    if isinstance(node, ast.Subscript) and qualified(node.value, aliases) == "os.environ":
+    if isinstance(node, ast.Subscript) and qualname(node.value, aliases) == "os.environ":
         key = node.slice
         return isinstance(key, ast.Constant) and key.value in INDEX_ENV
     if isinstance(node, ast.Call) and node.args:
-        func = qualified(node.func, aliases)
+        func = qualname(node.func, aliases)
         key = node.args[0]
         return func in ("os.environ.get", "os.getenv") and isinstance(key, ast.Constant) \
             and key.value in INDEX_ENV
@@ -101,52 +94,14 @@ class _Flow:
         self.tree = tree
         self.aliases = aliases
         self.flow = DeviceFlow()
-        self.functions: dict[str, list[ast.arguments]] = {}
-        self.index_dests: set[str] = set()
-        self.scope_of: dict[int, str] = {}             # id(node) -> enclosing function ("" = module)
-        self.locals: dict[str, set[str]] = {"": set()}  # scope -> names bound in it
-        self.loops: dict[tuple[str, str], list[tuple[int, int, str]]] = {}  # loop targets: (start, end, key)
-        self.param_scopes: dict[int, str] = {}          # id(function arguments) -> its scope
-        self._scopes(tree, "")
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.setdefault(node.name, []).append(node.args)
-            elif isinstance(node, ast.ClassDef):
-                for item in node.body:
-                    if isinstance(item, ast.FunctionDef) and item.name == "__init__":
-                        self.functions.setdefault(node.name, []).append(item.args)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr == "add_argument":
-                self._argparse_option(node)
-
-    def _scopes(self, node: ast.AST, scope: str) -> None:
-        """Record the scope of every node, the names each function binds and loop targets."""
-        for child in ast.iter_child_nodes(node):
-            self._scope_node(child, scope)
-
-    def _scope_node(self, child: ast.AST, scope: str) -> None:
-        self.scope_of[id(child)] = scope
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            inner = f"{scope}/{getattr(child, 'name', 'lambda')}@{child.lineno}"
-            args = child.args
-            self.param_scopes[id(args)] = inner
-            self.locals[inner] = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
-            for default in (*args.defaults, *args.kw_defaults):
-                if default is not None:
-                    self._scope_node(default, scope)
-            for part in (child.body if isinstance(child.body, list) else [child.body]):
-                self._scope_node(part, inner)
-            return
-        if isinstance(child, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            for target in getattr(child, "targets", None) or [child.target]:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        self.locals[scope].add(name.id)
-        elif isinstance(child, ast.For) and isinstance(child.target, ast.Name):
-            key = f"{scope}:{child.target.id}@{child.lineno}"
-            self.loops.setdefault((scope, child.target.id), []).append(
-                (child.lineno, child.end_lineno or child.lineno, key))
-        self._scopes(child, scope)
+        facts = FlowFacts(tree, aliases)
+        self.facts = facts
+        self.functions = facts.functions
+        self.index_dests = facts.index_dests
+        self.scope_of = facts.scope_of
+        self.locals = facts.locals
+        self.loops = facts.loops
+        self.param_scopes = facts.param_scopes
 
     def key(self, name: str, scope: str, line: int) -> str:
         """The flow key of a dotted name used at ``line`` in ``scope``."""
@@ -164,17 +119,6 @@ class _Flow:
         else:
             base = f":{head}"
         return base + dot + rest
-
-    def _argparse_option(self, call: ast.Call) -> None:
-        dest = None
-        for kw in call.keywords:
-            if kw.arg == "dest" and isinstance(kw.value, ast.Constant):
-                dest = kw.value.value
-        for arg in call.args:
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
-                dest = dest or arg.value[2:].replace("-", "_")
-        if isinstance(dest, str) and dest in INDEX_OPTIONS:
-            self.index_dests.add(dest)
 
     # -- the kinds of an expression --------------------------------------------
     def kinds(self, node: ast.AST | None, scope: str | None = None) -> set[str]:
@@ -216,7 +160,7 @@ class _Flow:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return {TEST} if TEST in k(node.operand) else set()
         if isinstance(node, ast.Call):
-            func = qualified(node.func, self.aliases)
+            func = qualname(node.func, self.aliases)
             if func == "torch.cuda.current_device":
                 return {INDEX}
             if is_env_lookup(node, self.aliases):
@@ -252,24 +196,23 @@ class _Flow:
         name = dotted(target)
         return self.flow.add(self.key(name, scope, target.lineno), kinds) if name else False
 
-    def _bind_call(self, call: ast.Call) -> bool:
-        changed = False
-        func = qualified(call.func, self.aliases)
-        if func in SPAWN and call.args:
+    def _callee(self, call: ast.Call) -> tuple[bool, str] | None:
+        """(started by mp.spawn, the function of this file) that ``call`` passes values to."""
+        if call.args and qualname(call.func, self.aliases) in SPAWN:
             target = dotted(call.args[0])
-            if target and target.split(".")[-1] in self.functions:
-                spawn_args = next((kw.value for kw in call.keywords if kw.arg == "args"), None)
-                extra = spawn_args.elts if isinstance(spawn_args, ast.Tuple) else []
-                changed |= self._bind(target.split(".")[-1], [{INDEX}, *map(self.kinds, extra)], {})
-            return changed
+            short = target.split(".")[-1] if target else None
+            return (True, short) if short in self.functions else None
         name = dotted(call.func)
-        if name is None:
-            return False
-        short = name.split(".")[-1]
-        if short not in self.functions:
-            return False
-        positional = [self.kinds(a) for a in call.args if not isinstance(a, ast.Starred)]
-        keywords = {kw.arg: self.kinds(kw.value) for kw in call.keywords if kw.arg}
+        short = name.split(".")[-1] if name else None
+        return (False, short) if short in self.functions else None
+
+    def _bind_call(self, call: ast.Call, scope: str, spawned: bool, short: str) -> bool:
+        if spawned:
+            spawn_args = next((kw.value for kw in call.keywords if kw.arg == "args"), None)
+            extra = spawn_args.elts if isinstance(spawn_args, ast.Tuple) else []
+            return self._bind(short, [{INDEX}, *(self.kinds(e, scope) for e in extra)], {})
+        positional = [self.kinds(a, scope) for a in call.args if not isinstance(a, ast.Starred)]
+        keywords = {kw.arg: self.kinds(kw.value, scope) for kw in call.keywords if kw.arg}
         return self._bind(short, positional, keywords)
 
     def _bind(self, function: str, positional: list[set[str]], keywords: dict[str, set[str]]) -> bool:
@@ -287,89 +230,84 @@ class _Flow:
         return changed
 
     def run(self) -> DeviceFlow:
-        nodes = [n for n in ast.walk(self.tree)
-                 if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.Call,
-                                   ast.NamedExpr))]
+        """Propagate kinds until nothing changes; the nodes that can never change anything (a
+        loop over no device count, a call of no function of this file) are left out up front."""
+        work: list[tuple] = []
+        for node in self.facts.nodes:
+            scope = self.scope_of.get(id(node), "")
+            kind = type(node)
+            if kind is ast.Assign or ((kind is ast.AnnAssign or kind is ast.NamedExpr) and node.value is not None):
+                work.append((node, scope, None))
+            elif kind is ast.For and self._index_loop(node):
+                work.append((node, scope, None))
+            elif kind is ast.Call:
+                callee = self._callee(node)
+                if callee is not None:
+                    work.append((node, scope, callee))
         for _ in range(MAX_ROUNDS):
             changed = False
-            for node in nodes:
-                scope = self.scope_of.get(id(node), "")
-                if isinstance(node, ast.Assign):
-                    kinds = self.kinds(node.value)
+            for node, scope, callee in work:
+                kind = type(node)
+                if kind is ast.Assign:
+                    kinds = self.kinds(node.value, scope)
                     for target in node.targets:
                         changed |= self._assign(target, kinds, scope)
-                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-                    changed |= self._assign(node.target, self.kinds(node.value), scope)
-                elif isinstance(node, ast.For):
-                    changed |= self._loop(node)
-                elif isinstance(node, ast.Call):
-                    changed |= self._bind_call(node)
+                elif kind is ast.For:
+                    changed |= self._assign(node.target, {INDEX}, scope)
+                elif kind is ast.Call:
+                    changed |= self._bind_call(node, scope, *callee)
+                else:
+                    changed |= self._assign(node.target, self.kinds(node.value, scope), scope)
             if not changed:
                 break
         return self.flow
 
-    def _loop(self, node: ast.For) -> bool:
+    def _index_loop(self, node: ast.For) -> bool:
         """`for i in range(torch.cuda.device_count())`: i is a device index."""
         it = node.iter
-        if isinstance(it, ast.Call) and qualified(it.func, self.aliases) == "range" and it.args:
+        if isinstance(it, ast.Call) and qualname(it.func, self.aliases) == "range" and it.args:
             bound = it.args[-1] if len(it.args) < 3 else it.args[1]
-            if isinstance(bound, ast.Call) and qualified(bound.func, self.aliases) in INDEX_CALLS:
-                scope = self.scope_of.get(id(node), "")
-                return self._assign(node.target, {INDEX}, scope)
+            return isinstance(bound, ast.Call) and qualname(bound.func, self.aliases) in INDEX_CALLS
         return False
 
 
     def record_sites(self, lines: list[str]) -> None:
-        """The kinds of every call argument, keyed by position, for the libcst rules."""
+        """The kinds of every call argument, keyed by (line, character column), for the rules."""
         flow = self.flow
 
         def key(node: ast.AST) -> tuple[int, int]:
             line = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
             col = node.col_offset
-            if not line.isascii():  # ast counts UTF-8 bytes, libcst characters
+            if not line.isascii():  # ast counts UTF-8 bytes, the rules characters
                 col = len(line.encode("utf-8")[:col].decode("utf-8", errors="ignore"))
             return node.lineno, col
 
-        tests: list[ast.AST] = []
-        calls: list[ast.Call] = []
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.ClassDef) and _wraps(node, self.aliases):
+        for node in self.facts.classes:
+            if id(node) in self.facts.wrapping or any(qualname(b, self.aliases) in AMP_WRAPPED for b in node.bases):
                 flow.amp_wrappers[node.name] = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-            if isinstance(node, ast.Call):
-                calls.append(node)
-                for value in (*node.args, *(kw.value for kw in node.keywords)):
-                    kinds = self.kinds(value)
-                    if is_env_lookup(value, self.aliases):
-                        kinds.add(INDEX)
-                    if kinds:
-                        flow.sites[key(value)] = kinds
-                for kw in node.keywords:
-                    if kw.arg == "fused" and TEST in self.kinds(kw.value):
-                        flow.fused_lines.add(kw.value.lineno)
-            elif isinstance(node, (ast.IfExp, ast.If)) and TEST in self.kinds(node.test):
-                tests.append(node)
-        for call in calls:
+        for node in self.facts.calls:
+            scope = self.scope_of.get(id(node), "")
+            for value in (*node.args, *(kw.value for kw in node.keywords)):
+                kinds = self.kinds(value, scope)
+                if is_env_lookup(value, self.aliases):
+                    kinds.add(INDEX)
+                if kinds:
+                    flow.sites[key(value)] = kinds
+            for kw in node.keywords:
+                if kw.arg == "fused" and TEST in self.kinds(kw.value, scope):
+                    flow.fused_lines.add(kw.value.lineno)
+        for call in self.facts.calls:
             if isinstance(call.func, ast.Name) and call.func.id in flow.amp_wrappers \
                     and call.lineno not in flow.amp_wrappers[call.func.id]:
                 flow.amp_wrapper_calls.add(call.lineno)
-        for branch in tests:  # dict(fused=True) if use_fused else dict()
-            body = [branch.body] if isinstance(branch, ast.IfExp) else branch.body
-            for part in body:
-                for node in ast.walk(part):
-                    if isinstance(node, ast.keyword) and node.arg == "fused":
-                        flow.fused_lines.add(node.value.lineno)
-
-
-AMP_WRAPPED = ("torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler",
-               "torch.cuda.amp.autocast")
-
-
-def _wraps(node: ast.ClassDef, aliases: dict[str, str]) -> bool:
-    for base in node.bases:
-        if qualified(base, aliases) in AMP_WRAPPED:
-            return True
-    return any(isinstance(n, ast.Call) and qualified(n.func, aliases) in AMP_WRAPPED
-               for n in ast.walk(node))
+        tested: dict[int, bool] = {}
+        for kw, branches in self.facts.fused:  # dict(fused=True) if use_fused else dict()
+            for branch in branches:
+                if id(branch) not in tested:
+                    tested[id(branch)] = TEST in self.kinds(branch.test, self.scope_of.get(id(branch), ""))
+                if tested[id(branch)]:
+                    flow.fused_lines.add(kw.value.lineno)
+                    break
 
 
 def device_flow(tree: ast.Module, aliases: dict[str, str], lines: list[str]) -> DeviceFlow:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from .base import ReferenceFamily, expr, string_value
+from .base import GUARD, ReferenceFamily
+from .nodes import is_name
 
 NCCL_API = ("torch.distributed.is_nccl_available", "torch.distributed.ProcessGroupNCCL",
             "torch.cuda.nccl")
@@ -21,30 +22,28 @@ class DistributedVisitor(ReferenceFamily):
                 r"apex")
     claims = ("torch.cuda.nccl",)
 
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        value = string_value(node)
-        if value is None or "nccl" not in value:
+    def visit_String(self, node: ast.Constant) -> None:
+        value = node.value
+        if "nccl" not in value:
             return
         if value == "nccl" and id(node) not in self.ctx.compared:
-            self.report(node, "NC501", edit=lambda _: cst.Call(
-                func=expr("torch.distributed.get_default_backend_for_device"),
-                args=[cst.Arg(self.ctx.device())]))
+            self.report(node, "NC501", edit=lambda _: (
+                f"torch.distributed.get_default_backend_for_device({self.ctx.device()})"))
         elif value == "nccl" or (":nccl" in value and "," in value):  # "cuda:nccl,cpu:gloo"
             self.report(node, "NC501")
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualname(node.func) not in DDP:
             return
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in ("device_ids", "output_device"):
+        for arg in node.keywords:
+            if arg.arg in ("device_ids", "output_device"):
                 value = arg.value
-                if isinstance(value, cst.Name) and value.value == "None":
+                if is_name(value, "None"):
                     continue
-                if isinstance(value, cst.IfExp) and isinstance(value.orelse, cst.Name) \
-                        and value.orelse.value == "None":  # already guarded
+                if isinstance(value, ast.IfExp) and is_name(value.orelse, "None"):  # already guarded
                     continue
-                self.report(arg, "NC503", edit_node=value, edit=lambda v: cst.IfExp(
-                    test=expr("torch.accelerator.is_available()"), body=v, orelse=cst.Name("None")))
+                self.report(arg, "NC503", edit_node=value,
+                            edit=lambda view, value=value: f"{view.text(value)} if {GUARD} else None")
 
     def on_reference(self, node, qn: str) -> None:
         if qn.startswith(NCCL_API):

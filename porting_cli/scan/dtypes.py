@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from .base import ReferenceFamily, positional
+from .base import ReferenceFamily
+from .nodes import positional
 
 FLOAT64 = frozenset({"torch.float64", "torch.double", "torch.complex128", "torch.cdouble"})
 
@@ -17,8 +18,8 @@ class Float64Visitor(ReferenceFamily):
         if qn in FLOAT64:
             self.report(node, "NC801", detail=f"`{qn}`")
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "double" and not positional(node) \
+        if isinstance(func, ast.Attribute) and func.attr == "double" and not positional(node) \
                 and self.ctx.qualname(func.value) != "torch":
             self.report(node, "NC802")

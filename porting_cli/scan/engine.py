@@ -1,13 +1,11 @@
 """Reading, parsing and running the rule families over one file.
 
-Speed: libcst is thorough but slow (a few thousand lines per second), and most
-lines of a training script have nothing to do with CUDA. So the scanner first
-parses the file with the standard library's ``ast`` (fast, and the source of
-syntax errors), finds the lines that match a trigger of some rule family (or
-use a name imported from a CUDA-related module), and replaces every statement
-that contains no such line by ``pass`` plus blank lines. Line and column
-numbers stay the same, and libcst then only builds the statements that matter.
-``reduce=False`` turns this off (the fixer uses the full tree).
+Everything runs on the standard library's ``ast`` tree: one parse (also the source of syntax
+errors), the data flow (porting_cli/scan/dataflow.py), then one traversal that runs every
+family's handlers (porting_cli/scan/traverse.py). Most lines of a training script have
+nothing to do with CUDA, so the scanner first finds the lines that match a trigger of some
+rule family (or use a name imported from a CUDA-related module) and the traversal skips every
+statement that touches none of them. ``reduce=False`` turns this off.
 """
 
 from __future__ import annotations
@@ -15,14 +13,12 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import functools
 import re
-
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
-from .base import Context, ContextVisitor, Dispatcher, prelude_names
+from .base import Context, prelude_names
 from .cuda_api import CudaApiVisitor
 from .dataflow import INDEX, STRING, device_flow
 from .device import DevicePlacementVisitor
@@ -31,9 +27,11 @@ from .dtypes import Float64Visitor
 from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
-from .model import Finding, ScanError
+from .model import Finding
+from .nodes import SourceText, iter_blocks
 from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
+from .traverse import Traversal
 
 FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor, BackendFlagsVisitor,
             DistributedVisitor, StreamsVisitor, KernelsVisitor, Float64Visitor, HuggingFaceVisitor,
@@ -41,21 +39,34 @@ FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor
 CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)
 
 TRIGGERS = "|".join(f"(?:{t})" for family in FAMILIES for t in family.triggers)
-TRIGGER_RE = re.compile(TRIGGERS, re.IGNORECASE)
+
+
+def _lowered(pattern: str) -> str:
+    """``pattern`` with its literal letters in lower case (escapes such as ``\\s`` stay)."""
+    return re.sub(r"\\.|[A-Z]", lambda m: m.group(0) if m.group(0)[0] == "\\" else m.group(0).lower(), pattern)
+
+
+#: the triggers for lower-cased ASCII text: the same matches as TRIGGERS without case, many
+#: times faster (a case-insensitive pattern loses the regex engine's literal-prefix search)
+LOWER_TRIGGERS = _lowered(TRIGGERS)
+LOWER_TRIGGER_RE = re.compile(LOWER_TRIGGERS)
+
+
+@functools.cache
+def _any_case_triggers() -> re.Pattern:
+    """TRIGGERS without case, for text that is not ASCII (lower() could move its offsets)."""
+    return re.compile(TRIGGERS, re.IGNORECASE)
+
+
+def has_trigger(text: str) -> bool:
+    if text.isascii():
+        return LOWER_TRIGGER_RE.search(text.lower()) is not None
+    return _any_case_triggers().search(text) is not None
+
+
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
-
-
-def iter_blocks(stmt: ast.stmt):
-    """The statement lists nested directly in a compound statement."""
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(stmt, field, None)
-        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-            yield block
-    for handler in getattr(stmt, "handlers", ()):
-        yield handler.body
-    for case in getattr(stmt, "cases", ()):
-        yield case.body
+FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
 
 
 def iter_statements(body: list[ast.stmt]):
@@ -85,17 +96,19 @@ def collect_imports(tree: ast.Module) -> dict[str, str]:
 
 def candidate_lines(lines: list[str], aliases: dict[str, str]) -> list[int]:
     """1-based numbers of the lines that could hold a finding."""
-    extra = [name for name, qn in aliases.items() if TRIGGER_RE.search(qn) and not TRIGGER_RE.search(name)]
-    pattern = TRIGGER_RE
-    if extra:
-        names = "|".join(re.escape(n) for n in extra)
-        pattern = re.compile(f"{TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE)
+    extra = [name for name, qn in aliases.items() if has_trigger(qn) and not has_trigger(name)]
+    text = "".join(lines)
+    names = "|".join(re.escape(n) for n in extra)
+    if text.isascii():  # lower() keeps every offset
+        text = text.lower()
+        pattern = re.compile(f"{LOWER_TRIGGERS}|\\b(?:{names.lower()})\\b") if extra else LOWER_TRIGGER_RE
+    else:
+        pattern = re.compile(f"{TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE) if extra else _any_case_triggers()
     starts, offset = [], 0
     for line in lines:
         starts.append(offset)
         offset += len(line)
     found: list[int] = []
-    text = "".join(lines)
     pos = 0
     while True:  # one regex pass over the text; skip to the next line after each hit
         m = pattern.search(text, pos)
@@ -116,54 +129,6 @@ def _start(stmt: ast.stmt) -> tuple[int, int]:
     return stmt.lineno, stmt.col_offset
 
 
-def reduce_source(lines: list[str], tree: ast.Module, candidates: list[int]) -> list[tuple[int, str]]:
-    """Chunks ``(line offset, text)`` of the source that can hold findings.
-
-    A chunk is a run of top-level statements that touch a candidate line; in it
-    every nested statement that touches none is made ``pass`` plus blank lines,
-    so that positions in the chunk plus the offset are positions in the file.
-    """
-    out = list(lines)
-    ranges: list[list[int]] = []
-
-    def touches(first: int, last: int) -> bool:
-        i = bisect.bisect_left(candidates, first)
-        return i < len(candidates) and candidates[i] <= last
-
-    def newline(line: str) -> str:
-        return line[len(line.rstrip("\r\n")):]
-
-    def walk(body: list[ast.stmt]) -> None:
-        prev_end = 0
-        for i, stmt in enumerate(body):
-            first, col = _start(stmt)
-            last = stmt.end_lineno or first
-            if touches(first, last):
-                for block in iter_blocks(stmt):
-                    walk(block)
-            else:
-                next_first = _start(body[i + 1])[0] if i + 1 < len(body) else None
-                line = lines[first - 1]
-                alone = (line[:col].strip() == "" and prev_end < first
-                         and (next_first is None or next_first > last))
-                if alone:
-                    indent = line[:len(line) - len(line.lstrip())]
-                    out[first - 1] = indent + "pass" + newline(line)
-                    for n in range(first, last):
-                        out[n] = newline(lines[n])
-            prev_end = last
-
-    for stmt in tree.body:
-        first, last = _start(stmt)[0], stmt.end_lineno or stmt.lineno
-        if touches(first, last):
-            if ranges and first <= ranges[-1][1] + 1:
-                ranges[-1][1] = max(ranges[-1][1], last)
-            else:
-                ranges.append([first, last])
-    walk(tree.body)
-    return [(first - 1, "".join(out[first - 1:last])) for first, last in ranges]
-
-
 def bound_names(tree: ast.Module) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -178,12 +143,16 @@ def bound_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def choose_device_name(tree: ast.Module, skip_lines: frozenset[int] = frozenset()) -> str:
+def choose_device_name(tree: ast.Module, skip_lines: frozenset[int] = frozenset(), text: str | None = None) -> str:
     """A module-level name for the device that the file does not use (nor its derived names);
-    names bound by neuron-check's own prelude (a file fixed before) are free to reuse."""
+    names bound by neuron-check's own prelude (a file fixed before) are free to reuse. With
+    ``text`` (ASCII), a first name whose derived names are not even words of it is taken
+    without walking the tree."""
+    if text is not None and text.isascii() and not FIRST_CHOICE_WORDS.search(text):
+        return DEFAULT_DEVICE_NAME
     names = bound_names(ast.Module(body=[s for s in tree.body if s.lineno not in skip_lines],
                                    type_ignores=[]))
-    candidates = ["DEVICE", "ACCEL_DEVICE", "NEURON_CHECK_DEVICE", *(f"ACCEL_DEVICE_{n}" for n in range(2, 100))]
+    candidates = [DEFAULT_DEVICE_NAME, "ACCEL_DEVICE", "NEURON_CHECK_DEVICE", *(f"ACCEL_DEVICE_{n}" for n in range(2, 100))]
     for candidate in candidates:
         if not names & set(prelude_names(candidate).values()):
             return candidate
@@ -209,7 +178,6 @@ class Analysis:
     """A parsed file and what the rule families found in it."""
 
     text: str
-    module: cst.Module | None  # the tree libcst parsed: the whole file, or its chunks (``reduce``)
     ctx: Context | None
     findings: list[Finding]
     lines: int
@@ -221,7 +189,8 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     """Parse ``text`` and run every rule family; ``device_name`` (default: a free name) is
     what the fixes call the device."""
     tree = parse_python(text, path)
-    lines = split_lines(text.removeprefix("\ufeff"))
+    body = text.removeprefix("\ufeff")
+    lines = split_lines(body)
     aliases = collect_imports(tree)
     skip = prelude_lines(tree, lines)
     flow = device_flow(tree, aliases, lines)
@@ -230,30 +199,13 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     found.update(flow.fused_lines | flow.amp_wrapper_calls)
     candidates = sorted(found - skip)
     if not candidates:
-        return Analysis(text, None, None, [], len(lines), tree)
-    ctx = Context(path, lines, aliases, device_name or choose_device_name(tree, skip), flow, skip)
-    if reduce:  # the chunks, one after the other, as one module
-        parts, starts, offsets, line = [], [], [], 1
-        for offset, chunk in reduce_source(lines, tree, candidates):
-            if not chunk.endswith(("\n", "\r")):
-                chunk += "\n"
-            parts.append(chunk)
-            starts.append(line)
-            offsets.append(offset + 1 - line)
-            line += len(split_lines(chunk))
-        ctx.chunk_starts, ctx.chunk_offsets = starts, offsets
-        source = "".join(parts)
-    else:
-        source = text
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as e:  # what ast accepts but libcst does not
-        raise ScanError(f"{path}:{ctx.file_line(e.raw_line)}: syntax error: {e.message}.") from None
+        return Analysis(text, None, [], len(lines), tree)
+    ctx = Context(path, SourceText(body, lines), tree, aliases, device_name or choose_device_name(tree, skip, body),
+                  flow, skip)
     families = [family(ctx) for family in FAMILIES]
-    ctx.positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    module.visit(Dispatcher([ContextVisitor(ctx, families), *families]))
+    Traversal(ctx, families, candidates if reduce else None).run(tree)
     findings = sorted(ctx.findings, key=Finding.sort_key)
-    return Analysis(text, module, ctx, findings, len(lines), tree)
+    return Analysis(text, ctx, findings, len(lines), tree)
 
 
 _memo: dict[tuple, Analysis] = {}

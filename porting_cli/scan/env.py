@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from .base import FamilyVisitor, string_value
+from .base import FamilyVisitor
 
 CUDA_ENV = frozenset({"CUDA_LAUNCH_BLOCKING", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_DEVICE_ORDER",
                       "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH", "CUDA_MODULE_LOADING"})
@@ -14,10 +14,8 @@ class EnvironmentVisitor(FamilyVisitor):
     family = "environment"
     triggers = (r"CUDA", r"NCCL_")
 
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        value = string_value(node)
-        if value is None:
-            return
+    def visit_String(self, node: ast.Constant) -> None:
+        value = node.value
         if value == "CUDA_VISIBLE_DEVICES":
             self.report(node, "NC911")
         elif value in CUDA_ENV or (value.startswith("NCCL_") and value.isupper()):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from .amp import module_name
-from .base import ReferenceFamily, keyword, string_value
+from .base import ReferenceFamily
+from .nodes import is_name, keyword
 
 CPP_EXT = "torch.utils.cpp_extension"
 TRITON_DECORATORS = frozenset({"triton.jit", "torch.library.triton_op", "torch.library.wrap_triton"})
@@ -58,7 +58,7 @@ class KernelsVisitor(ReferenceFamily):
         self.optional_depth = 0  # inside `try:` blocks whose handlers catch ImportError
 
     # -- imports -------------------------------------------------------------
-    def _import(self, node: cst.CSTNode, name: str) -> bool:
+    def _import(self, node: ast.AST, name: str) -> bool:
         lib = _library(name)
         if lib is None:
             return False
@@ -74,46 +74,49 @@ class KernelsVisitor(ReferenceFamily):
             self.report(node, rule, detail=f"`{lib}`: {LIBRARIES[lib]}")
         return True
 
-    def visit_Try(self, node: cst.Try) -> None:
+    def visit_Try(self, node: ast.Try) -> None:
         if any(self._guards_import(h) for h in node.handlers):
             self.optional_depth += 1
 
-    def leave_Try(self, original_node: cst.Try) -> None:
-        if any(self._guards_import(h) for h in original_node.handlers):
+    def leave_Try(self, node: ast.Try) -> None:
+        if any(self._guards_import(h) for h in node.handlers):
             self.optional_depth -= 1
 
-    def _guards_import(self, handler: cst.ExceptHandler) -> bool:
+    def _guards_import(self, handler: ast.ExceptHandler) -> bool:
         kind = handler.type
         if kind is None:
             return True
-        names = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+        names = kind.elts if isinstance(kind, ast.Tuple) else [kind]
         return any(self.ctx.qualname(n) in IMPORT_GUARDS for n in names)
 
-    def visit_Import(self, node: cst.Import) -> None:
+    def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            self._import(alias, module_name(alias.name))
+            self._import(alias, alias.name)
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative:
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
             return
-        name = module_name(node.module)
-        names = [] if isinstance(node.names, cst.ImportStar) else list(node.names)
+        name = node.module or ""
+        names = [a for a in node.names if a.name != "*"]
         if name == "apex" and names:  # from apex import amp, optimizers
             for alias in names:
-                self._import(alias, f"apex.{module_name(alias.name)}")
+                self._import(alias, f"apex.{alias.name}")
             return
         if self._import(node, name):
             return
         for alias in names:  # from numba import cuda
-            if self._import(alias, f"{name}.{module_name(alias.name)}"):
+            if self._import(alias, f"{name}.{alias.name}"):
                 return
 
     # -- uses ----------------------------------------------------------------
-    def visit_Decorator(self, node: cst.Decorator) -> None:
-        target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
+    def visit_Decorator(self, node: ast.expr) -> None:
+        target = node.func if isinstance(node, ast.Call) else node
         qn = self.ctx.qualname(target)
         if qn in TRITON_DECORATORS:
-            self.report(node, "NC702", detail=f"`@{qn}`")
+            start, _ = self.ctx.source.span(node)
+            text = self.ctx.source.text
+            at = text.rfind("@", 0, start)  # the finding starts at the "@"
+            self.report(node, "NC702", detail=f"`@{qn}`", start=at if at >= 0 else None)
 
     def on_reference(self, node, qn: str) -> None:
         if qn in (f"{CPP_EXT}.CUDAExtension", f"{CPP_EXT}.CUDA_HOME"):
@@ -123,19 +126,27 @@ class KernelsVisitor(ReferenceFamily):
             if call is not None and self._builds_cuda(call):
                 self.report(node, "NC701", detail=f"`{qn}` with CUDA sources")
 
-    @staticmethod
-    def _builds_cuda(call: cst.Call) -> bool:
+    def _builds_cuda(self, call: ast.Call) -> bool:
         if keyword(call, "cuda_sources") or keyword(call, "extra_cuda_cflags"):
             return True
         with_cuda = keyword(call, "with_cuda")
-        if with_cuda is not None and isinstance(with_cuda.value, cst.Name) and with_cuda.value.value == "True":
+        if with_cuda is not None and is_name(with_cuda.value, "True"):
             return True
-        found = []
+        strings = self.ctx.strings
+        for node in _code_nodes(call):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if any(value and value.endswith((".cu", ".cuh")) for value, _, _ in strings.pieces(node)):
+                    return True
+        return False
 
-        class Sources(cst.CSTVisitor):
-            def visit_SimpleString(self, node: cst.SimpleString) -> None:
-                value = string_value(node)
-                if value and value.endswith((".cu", ".cuh")):
-                    found.append(value)
-        call.visit(Sources())
-        return bool(found)
+
+def _code_nodes(node: ast.AST):
+    """The nodes under ``node``, leaving out the text of f-strings (which holds no literal)."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.JoinedStr):
+            todo.extend(v for v in node.values if isinstance(v, ast.FormattedValue))
+        else:
+            todo.extend(ast.iter_child_nodes(node))

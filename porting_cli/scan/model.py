@@ -39,11 +39,15 @@ class Finding:
         return (self.line, self.col, self.rule_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # every field is a str, int or bool: no deep copy needed (dataclasses.asdict's cost)
+        return {name: getattr(self, name) for name in FINDING_FIELDS}
 
     def __str__(self) -> str:
         fix = " [fixable]" if self.fixable else ""
         return f"{self.path}:{self.line}:{self.col}: {self.rule_id} {self.severity}: {self.message}{fix}"
+
+
+FINDING_FIELDS = tuple(f.name for f in dataclasses.fields(Finding))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""Reading and parsing a Python file with the standard library only (no libcst).
+"""Reading and parsing a Python file with the standard library only.
 
-The cached path (porting_cli.scan.cache) reads files through here without importing
-libcst, so a scan whose result is cached starts fast.
+The cached path (porting_cli.scan.cache) reads files through here without importing the
+rule families, so a scan whose result is cached starts fast.
 """
 
 from __future__ import annotations

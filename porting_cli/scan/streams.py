@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
-from .base import ReferenceFamily, expr
+from .base import ReferenceFamily
+from .calls import rebuilt_call
 
 STREAM = ("torch.cuda.Stream", "torch.cuda.streams.Stream")
 STREAM_CONTEXT = ("torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.current_stream",
@@ -22,9 +21,9 @@ class StreamsVisitor(ReferenceFamily):
     def on_reference(self, node, qn: str) -> None:
         if qn in STREAM:
             call = self.call_of(node)
-            if call is not None and not call.args:
-                self.report(node, "NC601", edit_node=call, edit=lambda c: c.with_changes(
-                    func=expr("torch.Stream"), args=[cst.Arg(self.ctx.device())]))
+            if call is not None and not call.args and not call.keywords:
+                self.report(node, "NC601", edit_node=call, edit=lambda view: rebuilt_call(
+                    view, call, "torch.Stream", [self.ctx.device()], []))
             else:
                 self.report(node, "NC601")
         elif qn in STREAM_CONTEXT:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from tabulate import tabulate
-
 from reports.sanitize import dumps_json, for_markdown, for_terminal, markdown_fence
 
 LIST_LIMIT = 40  # rows per text section; JSON and HTML hold every row
@@ -60,6 +58,8 @@ def runtime_line(runtime: dict[str, Any] | None) -> str:
 
 
 def _render(report: dict[str, Any], md: bool) -> str:
+    from tabulate import tabulate  # only the text formats need it: JSON starts faster without
+
     tablefmt = "github" if md else "simple"
     out: list[str] = []
 

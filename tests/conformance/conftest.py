@@ -21,6 +21,20 @@ def sim_device():
     return sim
 
 
+@pytest.fixture(scope="module")
+def models_ctx():
+    """A worker context for the models suite on sim, prepared once per test module."""
+    from conformance import backends
+    from conformance.config import RunConfig, WorkerContext
+    from conformance.models import runner
+
+    adapter, device = backends.resolve("sim")
+    adapter.init()
+    context = WorkerContext(RunConfig(backend="sim", device=device), adapter)
+    runner.prepare(context)
+    return context
+
+
 @pytest.fixture
 def use_profile(sim_device):
     """Activate a profile given as a dict for one test; restores no profile afterwards."""

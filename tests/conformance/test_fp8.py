@@ -100,13 +100,26 @@ def test_fault_free_sim_passes_fp8_opinfo_entries(variant, ctx):
     assert result.samples_passed == result.samples > 0
 
 
-def test_compile_mode_passes_on_fault_free_sim():
-    sim.register()
-    sim.set_profile(None)
-    ctx = make_ctx()
+def test_compile_mode_compiles_and_records_its_facts_on_fault_free_sim(ctx):
     for variant in ("to_float32", "from_bfloat16"):
         result = fp8.run_item(WorkItem("fp8", "cast", variant, E5M2, "compile"), ctx)
         assert result.status is Status.PASS, result.message
+        # a graph really reached the backend (a dispatch mode would have made dynamo run eagerly)
+        assert result.compile["graphs"] >= 1 and "aten._to_copy.default" in result.compile["graph_ops"]
+        assert result.aten_ops == {"aten._to_copy.default": 1}
+
+
+@pytest.mark.parametrize("profile_data, status", [
+    ({"compile_unsupported_ops": ["aten._to_copy.default"]}, Status.UNSUPPORTED),
+    ({"compile_faults": [{"op": "aten._to_copy.default", "kind": "nan"}]}, Status.MISMATCH),
+])
+def test_compile_only_faults_are_caught_in_compile_mode_and_not_in_eager(ctx, profile, profile_data, status):
+    profile(profile_data)
+    compiled = fp8.run_item(WorkItem("fp8", "cast", "to_float32", E5M2, "compile"), ctx)
+    assert compiled.status is status and compiled.failing_op == "aten._to_copy.default", compiled.message
+    if status is Status.UNSUPPORTED:
+        assert compiled.compile["phase"] == "lower"
+    assert fp8.run_item(WorkItem("fp8", "cast", "to_float32", E5M2, "eager"), ctx).status is Status.PASS
 
 
 # -- faults are caught ----------------------------------------------------------------

@@ -11,103 +11,90 @@ SILU_FAULT = {"name": "silu-scale",
               "faults": [{"op": "aten.silu.default", "dtype": "float32", "kind": "scale", "value": 1.05}]}
 
 
-@pytest.fixture(scope="module")
-def ctx():
-    from conformance import backends
-    from conformance.config import RunConfig, WorkerContext
+def run(models_ctx, model_type, variant="forward", dtype="float32", mode="eager"):
     from conformance.models import runner
 
-    adapter, device = backends.resolve("sim")
-    adapter.init()
-    context = WorkerContext(RunConfig(backend="sim", device=device), adapter)
-    runner.prepare(context)
-    return context
-
-
-def run(ctx, model_type, variant="forward", dtype="float32", mode="eager"):
-    from conformance.models import runner
-
-    return runner.run_item(WorkItem("model", model_type, variant, dtype, mode), ctx)
+    return runner.run_item(WorkItem("model", model_type, variant, dtype, mode), models_ctx)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("model_type", ["llama", "gpt2", "bert", "t5", "vit"])
-def test_fault_free_sim_passes_forward(ctx, use_profile, model_type, dtype):
-    result = run(ctx, model_type, dtype=dtype)
+def test_fault_free_sim_passes_forward(models_ctx, use_profile, model_type, dtype):
+    result = run(models_ctx, model_type, dtype=dtype)
     assert result.status is Status.PASS, result.message
     assert result.samples == result.samples_passed == 1
     assert result.aten_ops and all(name.startswith("aten.") for name in result.aten_ops)
     assert result.err_ratio is not None
 
 
-def test_silu_scale_fault_is_caught_at_the_llama_mlp_activation(ctx, use_profile):
+def test_silu_scale_fault_is_caught_at_the_llama_mlp_activation(models_ctx, use_profile):
     use_profile(SILU_FAULT)
-    llama = run(ctx, "llama")
+    llama = run(models_ctx, "llama")
     assert llama.status is Status.MISMATCH
     assert llama.divergence == "model.layers.0.mlp.act_fn (SiLUActivation)"
     assert llama.extra["divergence"]["module"] == "model.layers.0.mlp.act_fn"
     assert "router_flip" not in llama.extra
     assert llama.aten_ops["aten.silu.default"] >= 2  # one per layer
-    gpt2 = run(ctx, "gpt2")  # gelu, no silu: the fault does not touch it
+    gpt2 = run(models_ctx, "gpt2")  # gelu, no silu: the fault does not touch it
     assert gpt2.status is Status.PASS, gpt2.message
 
 
-def test_silu_fault_restricted_to_fp32_spares_bf16(ctx, use_profile):
+def test_silu_fault_restricted_to_fp32_spares_bf16(models_ctx, use_profile):
     use_profile(SILU_FAULT)
-    assert run(ctx, "llama", dtype="bfloat16").status is Status.PASS
+    assert run(models_ctx, "llama", dtype="bfloat16").status is Status.PASS
 
 
-def test_unsupported_op_is_named(ctx, use_profile):
+def test_unsupported_op_is_named(models_ctx, use_profile):
     use_profile({"name": "no-rsqrt", "unsupported_ops": ["aten.rsqrt.default"]})
-    result = run(ctx, "llama")
+    result = run(models_ctx, "llama")
     assert result.status is Status.UNSUPPORTED
     assert result.failing_op == "aten.rsqrt.default"
     assert "rsqrt" in result.message
 
 
-def test_fallback_op_gives_fallback(ctx, use_profile):
+def test_fallback_op_gives_fallback(models_ctx, use_profile):
     use_profile({"name": "gelu-on-cpu", "fallback_ops": ["aten.gelu.default"]})
-    result = run(ctx, "bert")
+    result = run(models_ctx, "bert")
     assert result.status is Status.FALLBACK
     assert result.fallback_ops == ["aten.gelu.default"]
 
 
-def test_backward_compares_every_gradient_and_catches_a_fault(ctx, use_profile):
-    healthy = run(ctx, "llama", variant="backward")
+def test_backward_compares_every_gradient_and_catches_a_fault(models_ctx, use_profile):
+    healthy = run(models_ctx, "llama", variant="backward")
     assert healthy.status is Status.PASS, healthy.message
     assert healthy.samples == healthy.samples_passed > 10
     use_profile(SILU_FAULT)
-    faulty = run(ctx, "llama", variant="backward")
+    faulty = run(models_ctx, "llama", variant="backward")
     assert faulty.status is Status.MISMATCH
     assert faulty.first_failure.startswith("grad ")
 
 
-def test_generate_matches_greedy_tokens_and_reports_first_difference(ctx, use_profile):
-    assert run(ctx, "gpt2", variant="generate").status is Status.PASS
+def test_generate_matches_greedy_tokens_and_reports_first_difference(models_ctx, use_profile):
+    assert run(models_ctx, "gpt2", variant="generate").status is Status.PASS
     use_profile({"name": "big-scale", "faults": [{"op": "aten.addmm.default", "kind": "scale", "value": 3.0}]})
-    faulty = run(ctx, "gpt2", variant="generate")
+    faulty = run(models_ctx, "gpt2", variant="generate")
     assert faulty.status is Status.MISMATCH
     assert faulty.first_failure.startswith("position ")
     assert "generated tokens differ first at position" in faulty.message
 
 
-def test_generate_is_skipped_for_encoders(ctx):
-    result = run(ctx, "vit", variant="generate")
+def test_generate_is_skipped_for_encoders(models_ctx):
+    result = run(models_ctx, "vit", variant="generate")
     assert result.status is Status.SKIP
 
 
-def test_model_that_cannot_be_built_is_a_ref_error(ctx, monkeypatch):
+def test_model_that_cannot_be_built_is_a_ref_error(models_ctx, monkeypatch):
     from conformance.models import overrides
 
     monkeypatch.setitem(overrides.CONFIG_OVERRIDES, "gpt2", {"n_embd": 30, "n_head": 4})  # 30 % 4 != 0
-    result = run(ctx, "gpt2")
+    result = run(models_ctx, "gpt2")
     assert result.status is Status.REF_ERROR
     assert result.message.startswith("build failed: ")
     assert result.extra["stage"] == "build"
 
 
-def test_unknown_model_type_is_skipped(ctx):
-    assert run(ctx, "no-such-model").status is Status.SKIP
+def test_unknown_model_type_is_skipped(models_ctx):
+    assert run(models_ctx, "no-such-model").status is Status.SKIP
 
 
 def test_router_divergence_is_reported_as_a_router_flip():

@@ -21,23 +21,10 @@ REPRESENTATIVES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ctx():
-    from conformance import backends
-    from conformance.config import RunConfig, WorkerContext
+def run(models_ctx, subject):
     from conformance.models import runner
 
-    adapter, device = backends.resolve("sim")
-    adapter.init()
-    context = WorkerContext(RunConfig(backend="sim", device=device), adapter)
-    runner.prepare(context)
-    return context
-
-
-def run(ctx, subject):
-    from conformance.models import runner
-
-    return runner.run_item(WorkItem("model", subject, "forward", "float32", "eager"), ctx)
+    return runner.run_item(WorkItem("model", subject, "forward", "float32", "eager"), models_ctx)
 
 
 def test_derived_tasks_match_every_mapping_of_the_installed_transformers():
@@ -82,22 +69,22 @@ def test_unknown_task_names_the_known_ones():
 
 
 @pytest.mark.parametrize("subject", REPRESENTATIVES)
-def test_new_task_tables_pass_on_a_fault_free_sim(ctx, use_profile, subject):
-    result = run(ctx, subject)
+def test_new_task_tables_pass_on_a_fault_free_sim(models_ctx, use_profile, subject):
+    result = run(models_ctx, subject)
     assert result.status is Status.PASS, result.message
     assert result.aten_ops and result.extra["task"] == subject.split(":")[1]
 
 
-def test_a_fault_in_an_audio_model_is_caught(ctx, use_profile):
+def test_a_fault_in_an_audio_model_is_caught(models_ctx, use_profile):
     use_profile({"name": "gelu-scale",
                  "faults": [{"op": "aten.gelu.default", "dtype": "float32", "kind": "scale", "value": 1.05}]})
-    result = run(ctx, "wav2vec2:ctc")
+    result = run(models_ctx, "wav2vec2:ctc")
     assert result.status is Status.MISMATCH
     assert result.divergence and "wav2vec2" in result.divergence
 
 
-def test_a_pair_without_an_input_builder_is_a_ref_error(ctx):
-    result = run(ctx, "decision_transformer")
+def test_a_pair_without_an_input_builder_is_a_ref_error(models_ctx):
+    result = run(models_ctx, "decision_transformer")
     assert result.status is Status.REF_ERROR
     assert "inputs failed: MissingInputBuilder" in result.message
 
