@@ -23,19 +23,6 @@ NEWLY_RUNNING = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ctx():
-    from conformance import backends
-    from conformance.config import RunConfig, WorkerContext
-    from conformance.models import runner
-
-    adapter, device = backends.resolve("sim")
-    adapter.init()
-    context = WorkerContext(RunConfig(backend="sim", device=device), adapter)
-    runner.prepare(context)
-    return context
-
-
 def run(ctx, subject):
     from conformance.models import runner
 
@@ -133,14 +120,14 @@ def test_one_layer_of_each_combination_of_layer_kinds_is_kept():
 
 
 @pytest.mark.parametrize("subject", NEWLY_RUNNING)
-def test_newly_running_types_pass_on_a_fault_free_sim(ctx, use_profile, subject):
-    result = run(ctx, subject)
+def test_newly_running_types_pass_on_a_fault_free_sim(models_ctx, use_profile, subject):
+    result = run(models_ctx, subject)
     assert result.status is Status.PASS, result.message
     assert result.aten_ops
 
 
-def test_a_fault_in_a_newly_running_type_is_caught(ctx, use_profile):
+def test_a_fault_in_a_newly_running_type_is_caught(models_ctx, use_profile):
     use_profile({"name": "gelu-scale",
                  "faults": [{"op": "aten.gelu.default", "dtype": "float32", "kind": "scale", "value": 1.05}]})
-    result = run(ctx, "sam2_hiera_det_model")
+    result = run(models_ctx, "sam2_hiera_det_model")
     assert result.status is Status.MISMATCH
