@@ -66,13 +66,52 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
         # each image tiled at its nearest grid pinpoint: a base view plus some tiles per image
         tiled = [{"pixel_values": pixels.unsqueeze(1).repeat(1, tiles, 1, 1, 1)} for tiles in (3, 5, 2)]
         candidates = [{**c, "image_sizes": sizes} for c in candidates + tiled] + candidates
+    if "pixel_attention_mask" in params and "spatial_shapes" not in params:
+        # one tile per image, marked real per tile (Granite Docling) or per pixel (Idefics3 kin)
+        tiles = pixels.unsqueeze(1)
+        candidates += [{"pixel_values": tiles, "pixel_attention_mask": torch.ones(tiles.shape[:2], dtype=torch.bool)},
+                       {"pixel_values": tiles, "pixel_attention_mask": torch.ones(
+                           (*tiles.shape[:2], *tiles.shape[-2:]), dtype=torch.bool)}]
     vision = getattr(config, "vision_config", None)
-    if "image_grid_thw" in params and vision is not None:
-        from conformance.models.modalities import flat_patches
+    if "target_sizes" in params and vision is not None:
+        from conformance.models.patches import packed_strip
 
-        flat, grid = flat_patches(vision, seed, pixels.shape[0])
-        candidates.append({"pixel_values": flat, "image_grid_thw": grid})
-    return candidates
+        candidates.append(packed_strip(vision, seed, pixels.shape[0]))
+    if "image_position_ids" in params and vision is not None:
+        from conformance.models.patches import positioned_patches
+
+        rows, positions = positioned_patches(vision, seed, pixels.shape[0])
+        candidates.append({"pixel_values": rows, "image_position_ids": positions})
+    if "spatial_shapes" in params and vision is not None:
+        from conformance.models.patches import naflex_patches
+
+        candidates.append(naflex_patches(vision, seed, pixels.shape[0], with_mask="pixel_attention_mask" in params))
+    if "image_grid_thw" in params and vision is not None:
+        from conformance.models.patches import merge_sizes, patch_layouts
+
+        # per-image merge windows (VideoLLaMA 3), named by the head or by the model it wraps
+        named = {*inspect.signature(image_encoder(model).get_image_features).parameters, *params}
+        extra = {name: merge_sizes(vision, pixels.shape[0]) for name in named
+                 if name.endswith("merge_sizes") and not name.startswith("video")}
+        candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
+                       for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
+    from conformance.models.patches import naflex_patches
+
+    # last, each image as a sequence of patch rows (Fuyu, whose decoder embeds patches directly)
+    candidates.append({"pixel_values": naflex_patches(vision or config, seed, pixels.shape[0])["pixel_values"]})
+    from conformance.models.modalities import image_companions
+
+    companions = image_companions(model, seed)
+    return [{**c, **companions} for c in candidates]
+
+
+def image_encoder(model: Any) -> Any | None:
+    """What makes the model's image features: the head itself, or the model it wraps when only
+    that one has `get_image_features` (DeepSeek-VL, Janus); None for a model without one."""
+    for owner in (model, getattr(model, "model", None)):
+        if owner is not None and hasattr(owner, "get_image_features"):
+            return owner
+    return None
 
 
 def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: str = "get_image_features") -> int | None:
@@ -84,7 +123,11 @@ def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: 
             found = getattr(model, method)(**image_inputs)
     except Exception:  # noqa: BLE001 - not this layout
         return None
+    hidden = getattr(found, "last_hidden_state", None)
     found = getattr(found, "pooler_output", found)
+    width = getattr(text_config(model.config), "hidden_size", None)
+    if found is None and isinstance(hidden, torch.Tensor) and hidden.shape[-1] == width:
+        found = hidden  # features already text-wide with no pooling (Fuyu's patch embeddings)
     if isinstance(found, torch.Tensor):
         found = [found]
     if not isinstance(found, (list, tuple)) or not found or not all(isinstance(f, torch.Tensor) for f in found):
@@ -97,9 +140,10 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     """(image keyword arguments, placeholder tokens per image) for a vision-language model: the
     first layout its own `get_image_features` accepts, and how many feature rows it made (the
     count depends on patching, merging, CLS cropping and pooling, so it is measured, not derived)."""
-    candidates = _image_candidates(model, config, seed) if hasattr(model, "get_image_features") else []
+    encoder = image_encoder(model)
+    candidates = _image_candidates(model, config, seed) if encoder is not None else []
     for candidate in candidates:
-        count = _feature_rows(model, candidate, BATCH)
+        count = _feature_rows(encoder, candidate, BATCH)
         if count:
             return candidate, count
     return {"pixel_values": pixel_values(config, seed)}, None
@@ -119,24 +163,34 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     in input_ids so that they match its vision features."""
     import torch
 
-    if task == "image-classification" and model is not None \
-            and "pixel_values" not in inspect.signature(model.forward).parameters:
+    params = inspect.signature(model.forward).parameters if model is not None else {}
+    if task == "image-classification" and params and "pixel_values" not in params:
         task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
-    if task not in LEGACY_TASKS:
+    if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)):
+        # (a legacy task's head that takes neither text nor images, Pix2Struct's patches, too)
         from conformance.models.modalities import signature_inputs
 
         if model is None:
             raise ValueError(f"inputs for {task} are built from the model's forward signature; pass model")
-        if image_token_id(config) is not None and hasattr(model, "get_image_features") \
-                and "input_ids" in inspect.signature(model.forward).parameters:
+        from conformance.models.image_slots import takes_image_slots
+
+        if (image_token_id(config) is not None and image_encoder(model) is not None or takes_image_slots(model)) \
+                and "input_ids" in params:
             task = "image-text-to-text"  # a vision-language model: image tokens must match its features
         else:
             inputs = _with_audio_tokens(model, config, signature_inputs(task, model, seed))
             if labels and task.endswith("classification"):  # other heads' labels are structured
                 inputs["labels"] = _labels(task, inputs, seed)
             return inputs
+    if task == "image-classification" and "input_ids" in params and image_token_id(config) is not None \
+            and image_encoder(model) is not None:
+        task = "image-text-to-text"  # a vision-language classifier (ShieldGemma 2) reads a prompt too
     if task == "image-classification":
         inputs: dict[str, Any] = {"pixel_values": pixel_values(config, seed)}
+        if model is not None and "spatial_shapes" in inspect.signature(model.forward).parameters:
+            from conformance.models.patches import naflex_patches  # NaFlex classifiers (Siglip2)
+
+            inputs = naflex_patches(getattr(config, "vision_config", None) or config, seed)
         if labels:
             inputs["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=_generator(seed + 2))
         return inputs
@@ -152,8 +206,15 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             config, (BATCH * stacked_rows(model, "decoder_input_ids"), DECODER_LEN), seed + 3)
     if task == "image-text-to-text":
         images, count = image_inputs(model, config, seed) if model is not None else ({}, None)
-        inputs.update(images or {"pixel_values": pixel_values(config, seed)})
+        if count or model is None or "pixel_values" in inspect.signature(model.forward).parameters:
+            inputs.update(images or {"pixel_values": pixel_values(config, seed)})
+        # else a text-only head of a vision-language type (DiffusionGemma's block diffusion)
         token = image_token_id(config)
+        if model is not None:
+            from conformance.models.image_slots import slot_inputs
+
+            inputs.update(slot_inputs(model, ids, inputs, count))
+            ids = inputs["input_ids"]
         if token is not None and count:
             ids = _with_image_tokens(ids, token, count)
             inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))

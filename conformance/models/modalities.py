@@ -18,7 +18,8 @@ SEQ_LEN = 8
 CHOICES = 2
 WAVEFORM_SECONDS = 0.5  # x-vector heads' dilated convolutions need about 15 frames
 # Forward parameters any of which is the main input of a model.
-MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values", "pixel_values_videos")
+MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values", "pixel_values_videos",
+               "flattened_patches")
 
 
 class MissingInputBuilder(Exception):
@@ -64,7 +65,7 @@ def _pixels(config, model, seed, task):
     import torch
 
     channels = int(_get(config, "num_channels", "in_channels", default=3))
-    height, width = _side(_get(config, "image_size", "img_size", default=32))
+    height, width = _side(_get(config, "image_size", "img_size", "max_img_size", default=32))
     shape = (BATCH, channels, height, width)
     if task == "video-classification" or "video" in type(model).__name__.lower() \
             or isinstance(getattr(config, "num_frames", None) or getattr(getattr(config, "vision_config", None),
@@ -75,47 +76,6 @@ def _pixels(config, model, seed, task):
     return torch.randn(shape, generator=_generator(seed + 1))
 
 
-def flat_patches(vision: Any, seed: int, batch: int = BATCH):
-    """(patch rows, grid) for vision towers that take flattened patches with a (t, h, w) grid per
-    image (Qwen2-VL and its descendants): one frame, patches per side a multiple of the merge
-    window; each row is channels x temporal x patch x patch wide."""
-    import torch
-
-    patch = int(getattr(vision, "patch_size", 8) or 8)
-    temporal = int(getattr(vision, "temporal_patch_size", 1) or 1)
-    merge = int(getattr(vision, "spatial_merge_size", None) or getattr(vision, "merge_size", 1) or 1)
-    channels = int(getattr(vision, "in_channels", None) or getattr(vision, "num_channels", 3) or 3)
-    side = 2 * merge
-    rows = torch.randn((batch * side * side, channels * temporal * patch * patch), generator=_generator(seed + 1))
-    return rows, torch.tensor([[1, side, side]] * batch)
-
-
-def _patch_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
-    """Flattened-patch inputs of a vision tower, or {} for a forward that takes whole images:
-    a (t, h, w) grid per image, or NaFlex patches (Siglip2) with their per-image shape and mask."""
-    import torch
-
-    main = next((k for k in ("pixel_values", "hidden_states") if k in params), None)
-    grid_key = next((k for k in ("grid_thw", "image_grid_thw") if k in params), None)
-    if main is None:
-        return {}
-    if grid_key is not None:
-        rows, grid = flat_patches(model.config, seed)
-        out = {main: rows, grid_key: grid}
-        if "merge_sizes" in params:
-            merge = int(getattr(model.config, "spatial_merge_size", None) or 1)
-            out["merge_sizes"] = torch.tensor([merge] * BATCH)
-        return out
-    if "spatial_shapes" in params and main == "pixel_values":
-        rows, grid = flat_patches(model.config, seed)
-        side = int(grid[0, 1])
-        out = {main: rows.reshape(BATCH, side * side, -1), "spatial_shapes": grid[:, 1:]}
-        if "pixel_attention_mask" in params:
-            out["pixel_attention_mask"] = torch.ones((BATCH, side * side), dtype=torch.long)
-        return out
-    return {}
-
-
 def _decision(values: tuple[int, ...]):
     """Decision heads (Jev) score the options of questions marked in one prompt: per question, the
     1-based position of its mark, its option count and its question type."""
@@ -123,6 +83,51 @@ def _decision(values: tuple[int, ...]):
         import torch
 
         return torch.tensor([list(values)])
+    return build
+
+
+def _qformer_tokens(config, model, seed, task):
+    """The text prompt a Q-Former reads beside the image (InstructBLIP), in its own vocabulary."""
+    from conformance.models.tokens import token_ids
+
+    return token_ids(getattr(config, "qformer_config", None) or config, (BATCH, SEQ_LEN), seed + 8)
+
+
+def _high_res_pixels(config, model, seed, task):
+    """The high-resolution view a hybrid vision tower (DeepSeek-VL hybrid) reads beside the image."""
+    import torch
+
+    high = getattr(config, "high_res_vision_config", None) or config
+    height, width = _side(getattr(high, "image_size", None) or 32)
+    return torch.randn((BATCH, int(getattr(high, "num_channels", 3) or 3), height, width),
+                       generator=_generator(seed + 9))
+
+
+def _flattened_patches(config, model, seed, task):
+    """Pix2Struct's variable-resolution patches: per patch its 1-based row and column, then its
+    pixels (patch_embed_hidden_size of them), on a 4 x 4 grid."""
+    import torch
+
+    width = int(_get(config, "patch_embed_hidden_size", default=768))
+    rows, cols = torch.meshgrid(torch.arange(1, 5), torch.arange(1, 5), indexing="ij")
+    places = torch.stack([rows.flatten(), cols.flatten()], dim=-1).float().unsqueeze(0).repeat(BATCH, 1, 1)
+    pixels = torch.randn((BATCH, places.shape[1], width), generator=_generator(seed + 1))
+    return torch.cat([places, pixels], dim=-1)
+
+
+def _prompt(kind: str):
+    """Open-vocabulary detectors (OmDet-Turbo) read a task prompt per image and CHOICES class
+    names per image, flattened, with how many classes each image has (`classes_structure`)."""
+    def build(config, model, seed, task):
+        import torch
+
+        from conformance.models.tokens import token_ids
+
+        rows = BATCH * CHOICES if kind.startswith("classes") else BATCH
+        if kind == "classes_structure":
+            return torch.full((BATCH,), CHOICES, dtype=torch.long)
+        ids = token_ids(config, (rows, SEQ_LEN), seed + (10 if kind.startswith("classes") else 11))
+        return ids if kind.endswith("input_ids") else torch.ones_like(ids)
     return build
 
 
@@ -273,6 +278,14 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "bbox": _boxes,
     "bool_masked_pos": _masked_patches,
     "task_inputs": _task_tokens,
+    "qformer_input_ids": _qformer_tokens,
+    "high_res_pixel_values": _high_res_pixels,
+    **{name: _prompt(name) for name in ("classes_input_ids", "classes_attention_mask", "tasks_input_ids",
+                                        "tasks_attention_mask", "classes_structure")},
+    "flattened_patches": _flattened_patches,
+    # in-context segmentation (SegGPT): a prompt image and its mask, both images of the input's size
+    "prompt_pixel_values": _pixels,
+    "prompt_masks": _pixels,
     "marks": _decision((3, SEQ_LEN)),
     "num_options": _decision((2, 2)),
     "question_type_ids": _decision((0, 0)),
@@ -301,13 +314,34 @@ def _required(params: dict[str, inspect.Parameter]) -> set[str]:
             and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and name != "self"}
 
 
+# Inputs a vision-language model takes beside the image to make its image features.
+IMAGE_COMPANIONS = ("qformer_input_ids", "high_res_pixel_values")
+
+
+def image_companions(model: Any, seed: int) -> dict[str, Any]:
+    """The companion inputs (IMAGE_COMPANIONS) the forward takes, each with its mask."""
+    import torch
+
+    params = inspect.signature(model.forward).parameters
+    out = {name: BUILDERS[name](model.config, model, seed, "image-text-to-text")
+           for name in IMAGE_COMPANIONS if name in params}
+    for name in list(out):
+        mask = name.replace("input_ids", "attention_mask")
+        if mask in params:
+            out[mask] = torch.ones_like(out[name])
+    return out
+
+
 def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     """Keyword arguments for `model.forward`: every parameter a rule knows that the forward takes,
     an attention mask beside token ids, decoder ids for encoder-decoders."""
     import torch
 
     params = dict(inspect.signature(model.forward).parameters)
-    patches = _patch_inputs(model, params, seed)
+    from conformance.models.codec_inputs import codec_inputs
+    from conformance.models.patches import tower_patch_inputs
+
+    patches = tower_patch_inputs(model, params, seed) or codec_inputs(model, params, seed)
     config = model.config
     if not patches and not any(name in params for name in MAIN_INPUTS):
         return _documented_inputs(model, params, seed)
@@ -322,7 +356,11 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     inputs.update(patches)
     if "input_ids" in inputs and "attention_mask" in params:
         inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
-    if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
+    if "qformer_input_ids" in inputs and "qformer_attention_mask" in params:
+        inputs["qformer_attention_mask"] = torch.ones_like(inputs["qformer_input_ids"])
+    # generative visual question answering (BLIP) decodes its answer even outside encoder-decoders
+    if "decoder_input_ids" in params and (getattr(config, "is_encoder_decoder", False)
+                                          or task == "visual-question-answering"):
         from conformance.models.tokens import DECODER_LEN, token_ids
 
         from conformance.models.documented import stacked_rows

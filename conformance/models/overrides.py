@@ -35,6 +35,10 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # and the config class does not define (the full-size default fails alike).
     # clip_qkv defaults to None, which the attention clamps with unguarded; the checkpoints use 8.
     "dbrx": {"attn_config": {"rope_theta": 500000.0, "clip_qkv": 8.0}},
+    # Default rope_parameters is empty, but the rotary embedding looks it up by layer type.
+    "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+    "cohere_compass": {"text_config": {"rope_parameters": {"full_attention": {"rope_type": "default",
+                                                                              "rope_theta": 10000.0}}}},
     # Recurrent Gemma repeats block_types over the layers; two layers must include attention.
     "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
     # Zamba ties one shared transformer across its hybrid layers: it needs at least two of them.
@@ -95,6 +99,89 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "t5": {"decoder_start_token_id": 0},
     # The adaptor's validator ties its width to a quarter of the text model's.
     "fun_asr_nano": {"adaptor_config": {"intermediate_size": 8}},
+    # Per-label thresholds and reading-order priorities come with the checkpoint (None by default);
+    # the detection head indexes them by label, so the tiny model's two labels get one each.
+    "pp_doclayout_v2": {"class_thresholds": [0.5, 0.5], "class_order": [0, 1]},
+    # SAM 2's prompt encoder names the Hiera backbone's overall stride (16) its patch size: the dense
+    # prompt grid must match the image embeddings, so it keeps it (the generic rule halves patches).
+    **dict.fromkeys(("sam2", "sam2_video", "edgetam_video"), {"prompt_encoder_config": {"patch_size": 16}}),
+    # BLT builds its KV cache from the top-level config, which has no layer count of its own (the
+    # layers live in encoder/global/decoder sub-configs): the cache fails at any size in 5.24, so
+    # the tiny forward runs without one.
+    "blt": {"use_cache": False},
+    # EoMT feeds its queries to the last `num_blocks` layers: no more than the tiny model's two.
+    **dict.fromkeys(("eomt", "eomt_dinov3"), {"num_blocks": 1}),
+    # Every width is the base width x width_coefficient, and hidden_dim must name the top conv's
+    # (1280 x width_coefficient): a quarter-width, single-depth net keeps them consistent.
+    "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 1.0, "hidden_dim": 320},
+    # LeViT's stem is four stride-2 convs (16 x 16 patches whatever patch_size says); its attention
+    # biases are sized from image_size // patch_size, so both keep a 16-pixel patch, 4 x 4 grid.
+    "levit": {"patch_size": 16, "image_size": 64},
+    # MobileViTv2 downsamples 32x; its unfolded 2x2 patches need at least a 2x2 last feature map.
+    "mobilevitv2": {"image_size": 64},
+    # Text, 2-D position and shape embeddings are concatenated to the hidden size:
+    # 4 * coordinate_size + 2 * shape_size == hidden_size (32); input_size is the image side.
+    "layoutlmv3": {"coordinate_size": 4, "shape_size": 8, "input_size": 32},
+    # ViTMatte fuses the ViT's features, upsampled, with a conv stream downsampled 2 x 2 x 2: the
+    # ViT's 16-pixel patches keep the two at the same size.
+    "vitmatte": {"backbone_config": {"patch_size": 16}},
+    # UVDoc's head concatenates one feature map per bridge stage (six), but the default backbone
+    # outputs only the last: it fails at full size too; the checkpoints output every stage.
+    # Its config names no image size; its reflect-padded 5x5 convs need 4 x 4 maps after 16x
+    # downsampling, so the input builder is told 64 (the config keeps unknown keys as attributes).
+    "uvdoc": {"backbone_config": {"out_indices": [1, 2, 3, 4, 5, 6],
+                                  "out_features": [f"stage{i}" for i in range(1, 7)]},
+              "image_size": 64},
+    # PP-OCR text recognizers read a text line; their configs name no image size, and after the
+    # backbone's 16x height reduction a (3, 2) pool needs 48-pixel-high lines (the processor's).
+    **dict.fromkeys(("pp_ocrv5_server_rec", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec"), {"image_size": [48, 64]}),
+    "pp_ocrv5_mobile_rec": {"image_size": [96, 64]},  # its default backbone halves the height once more
+    # LW-DETR's ViT attends in num_windows windows (a square number) tiling the patch grid: the
+    # tiny 4 x 4 grid holds 2 x 2 of them.
+    # Its default projects no feature level at all (projector_scale_factors empty: it fails at full
+    # size too); the checkpoints give one scale per level, here one at the backbone's stride.
+    "lw_detr": {"backbone_config": {"num_windows": 4, "num_windows_side": 2}, "projector_scale_factors": [1.0]},
+    "lw_detr_vit": {"num_windows": 4, "num_windows_side": 2},
+    # ALIGN compares its EfficientNet's pooled last-stage width (320 x width_coefficient) with the
+    # text projection (projection_dim, 32): a tenth-width, single-depth tower makes them equal.
+    "align": {"vision_config": {"width_coefficient": 0.1, "depth_coefficient": 1.0}},
+    # BridgeTower's vision tower gives its attention pooler hidden_size // 64 heads: 64 wide at least.
+    "bridgetower": {"vision_config": {"hidden_size": 64}},
+    # The encoder alone lacks the dropout rate its parent config (t5gemma2) copies into it.
+    "t5gemma2_encoder": {"text_config": {"dropout_rate": 0.0}},
+    # Expert counts and sizes come with the checkpoint (None); its MoE block needs them.
+    "diffusion_gemma": {"text_config": {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32}},
+    # Its text model always builds a sliding-window mask, but the window comes with the checkpoint
+    # (None by default: it fails at full size too).
+    "step3p7": {"text_config": {"sliding_window": 4}},
+    # Its timm Swin backbone (an optional dependency) gives channels-last maps that a LayerNorm
+    # then makes channels-first; the tiny ResNet put in its place (shrink.py) is channels-first.
+    # Its decoder defines task_project only when the class embedding is wider than the decoder (as
+    # at full size, 512 vs 256) yet always calls it: the tiny text side (class embedding) stays wider.
+    "omdet-turbo": {"apply_layernorm_after_vision_backbone": False, "text_config": {"hidden_size": 64},
+                    "class_embed_dim": 64, "text_projection_in_dim": 64, "text_projection_out_dim": 64},
+    # VibeVoice's acoustic codec doubles num_filters at each of its seven stages (2048 wide at the
+    # end, 340M parameters): a 4-filter, one-block-per-stage codec is tiny.
+    **dict.fromkeys(("vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_encoder",
+                     "vibevoice_acoustic_tokenizer_decoder"),
+                    {"num_filters": 4, "depths": [1] * 7}),
+    # ERNIE-VL orders its M-RoPE sections (height, width, time) and stacks height with width, so
+    # they must be equal; its modeling default, [22, 22, 20], scaled to the tiny head's 4 pairs.
+    "ernie4_5_vl_moe": {"text_config": {"rope_parameters": {"mrope_section": [1, 1, 2]}}},
+    # Their SAM encoder's neck ends at the width of the CLIP/Qwen2 encoder it feeds (1024; 896 in
+    # the checkpoint, which DeepSeek-OCR 2's default encoder, 4096 wide, does not match even at full
+    # size): the neck ends at the tiny encoder's width.
+    "unlimited_ocr": {"vision_config": {"sam_config": {"downsample_channels": [16, 32]}}},
+    # ...and its per-layer dense/sparse MLP kinds come with the checkpoint (None): one of each.
+    "deepseek_ocr2": {"vision_config": {"sam_config": {"downsample_channels": [16, 32]}},
+                      "text_config": {"mlp_layer_types": ["dense", "sparse"]}},
+    # The classifier reads the logits of its "Yes"/"No" tokens, ids the modeling code defaults to
+    # (10784, 3771) when the config names none: two ids of the tiny vocabulary.
+    "shieldgemma2": {"yes_token_index": 100, "no_token_index": 101},
+    # The dense heads' layer widths come with each task's checkpoint (None): one upsampling and one
+    # conv layer, and for the pointmap scale head one strided conv and its two hidden layers.
+    "sapiens2": {"head_config": {"upsample_out_channels": [16], "conv_out_channels": [16], "use_pixel_shuffle": False,
+                                 "scale_conv_out_channels": [16], "scale_final_hidden_sizes": [16, 16]}},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

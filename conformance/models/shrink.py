@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.models.shrink_joins import (backbone_outputs, follow_widths, pinpoints_follow_image_size,
+from conformance.models.shrink_joins import (backbone_outputs, feature_sizes_follow_image_size, follow_widths,
+                                             layer_indices_follow_layers, merged_widths_follow, patch_query_counts,
+                                             pinpoints_follow_image_size,
                                              pooled_image_tokens)
 
 # Tiny sizes. A rule only ever shrinks a default (min), so small defaults stay.
@@ -20,7 +22,8 @@ SIZE_RULES: dict[str, int] = {
                      # a vision tower's output width must be the text model's hidden size
                      "out_hidden_size", "text_hidden_size"), 32),
     **dict.fromkeys(("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-                     "decoder_attention_heads", "num_decoder_attention_heads"), 4),
+                     "decoder_attention_heads", "num_decoder_attention_heads",
+                     "num_sliding_attention_heads"), 4),
     **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim",
                      "hidden_dim", "ffn_hidden_size", "mlp_dim", "intermediate_dim"), 64),
     **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size"), 32),
@@ -32,6 +35,7 @@ SIZE_RULES: dict[str, int] = {
     "num_key_value_heads": 2,
     "n_shared_experts": 1,
     "vocab_size": VOCAB,
+    "encoder_hash_byte_group_vocab": VOCAB,  # BLT's hashed n-gram embeddings (500k rows by default)
     "max_position_embeddings": 512,
     "kv_lora_rank": 16,
     "q_lora_rank": 16,
@@ -51,6 +55,9 @@ SIZE_RULES: dict[str, int] = {
 # vocabulary (ESM, its embeddings), the forecast
 # horizon of time-series transformers (their context length defaults to it).
 LEFT_TO_CHECKPOINT = {"vocab_size": VOCAB, "prediction_length": 4}
+PER_LAYER_SUFFIX = "_per_layer"
+# Image placeholder tokens a vision-language config may leave to the checkpoint.
+IMAGE_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id")
 # Lists naming each layer's kind, and the layer counts they must match.
 LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
 LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
@@ -61,6 +68,10 @@ MOE_COUNT_KEYS = frozenset({"num_experts", "n_routed_experts", "num_local_expert
 MAMBA_HEAD_KEYS = (("mamba_n_heads", "mamba_d_head", "mamba_expand", "mamba_n_groups"),
                    ("num_heads", "head_dim", "expand", "n_groups"))
 
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_config(value: Any) -> bool:
@@ -84,6 +95,10 @@ class _TokenIds:
             self.mapping[value] = VOCAB - 1 - len(self.mapping)
         return self.mapping[value]
 
+    def fresh(self, name: str) -> int:
+        """A distinct id at the top of the tiny vocabulary for a token the checkpoint names (None)."""
+        return self(VOCAB + len(self.mapping) + sum(map(ord, name)) * 1000)
+
 
 def _is_token_key(key: str) -> bool:
     return key.endswith(("_token_id", "_token_index", "_token_ids")) or key in ("image_token_index",)
@@ -91,7 +106,7 @@ def _is_token_key(key: str) -> bool:
 
 def _limited(key: str, value: Any) -> Any:
     """`value` under the SIZE_RULES limit of `key`; lists of sizes (per layer) element by element."""
-    limit = SIZE_RULES.get(key)
+    limit = SIZE_RULES.get(key.removesuffix(PER_LAYER_SUFFIX))  # `num_key_value_heads_per_layer` too
     if limit is None:
         return value
     if isinstance(value, list):
@@ -103,13 +118,16 @@ def _limited(key: str, value: Any) -> Any:
 
 def _kept_layers(values: dict[str, Any]) -> tuple[str, int, list[int]] | None:
     """(layer-count key, original count, original indices to keep): one layer of each kind in
-    `layer_types` (first occurrence, in order; hybrids keep an attention layer), at least two."""
+    `layer_types` and the other per-layer kind lists together (first occurrence, in order; hybrids
+    keep an attention layer, MoE stacks a sparse one), at least two."""
     count_key = next((k for k in LAYER_COUNT_KEYS if isinstance(values.get(k), int)), None)
     if count_key is None or values[count_key] < 2:
         return None
     total = values[count_key]
-    kinds = next((values[k] for k in LAYER_LIST_KEYS
-                  if isinstance(values.get(k), list) and len(values[k]) == total), None)
+    # each layer's kind in every per-layer list of names (attention kind, dense/sparse MLP, ...)
+    lists = [values[k] for k in sorted(values) if isinstance(values[k], list) and len(values[k]) == total
+             and all(isinstance(v, str) for v in values[k]) and (k in LAYER_LIST_KEYS or k.endswith("_types"))]
+    kinds = list(zip(*lists)) if lists else None
     kept = list({kind: i for i, kind in reversed(list(enumerate(kinds)))}.values()) if kinds else []
     for i in range(total):
         if len(kept) >= 2:
@@ -168,6 +186,9 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
             out[key] = limit
         elif value is None and key in values and key in MOE_COUNT_KEYS and _is_moe(values):
             out[key] = limit  # an MoE config whose expert counts default to None cannot build
+        elif key == "image_size" and isinstance(value, list) and len(value) == 2 \
+                and all(_is_size(v) for v in value) and max(value) > limit:
+            out[key] = [min(v, limit) for v in value]  # (height, width)
     for key, size in LEFT_TO_CHECKPOINT.items():
         if key in values and values[key] is None:
             out[key] = size
@@ -182,6 +203,11 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
         # None too: some attention modules read config.head_dim without a fallback; partial
         # rotary embeddings must still rotate a multiple of 4 dims
         out["head_dim"] = max(hidden // heads, 4, _min_rotary_head_dim(values))
+    kv_owners = [out.get(k, values.get(k)) for k in ("num_attention_heads", "num_heads")]
+    kv_owners = [h for h in kv_owners if isinstance(h, int) and not isinstance(h, bool) and h > 0]
+    if isinstance(values.get("d_kv"), int) and "hidden_size" in out and kv_owners:
+        # per-head width of T5-style attention whose projections are hidden_size wide (Pix2Struct)
+        out["d_kv"] = max(out["hidden_size"] // kv_owners[0], 4)
     kv_heads = values.get("num_key_value_heads")
     if isinstance(heads, int) and "num_key_value_heads" in values:
         # plain multi-head attention (and MLA, which requires it) keeps kv heads == heads
@@ -210,6 +236,9 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
     if values.get("use_timm_backbone"):
         # Transformers' own backbone (its default config, random weights) in place of a timm one
         out.update(use_timm_backbone=False, use_pretrained_backbone=False)
+    for key in IMAGE_PLACEHOLDER_KEYS:
+        if key in values and values[key] is None and "vision_config" in values:
+            out[key] = token_ids.fresh(key)  # image placeholders left to the checkpoint (InstructBLIP)
     for key, value in values.items():
         if _is_token_key(key) and value is not None:
             mapped = token_ids(value)
@@ -224,11 +253,16 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
         sub = getattr(config, key, None)
         if _is_config(sub) and getattr(sub, "model_type", None) == "timm_backbone":
             out[key] = _resnet_for_timm(sub)
+            out.update(_inputs_from_resnet(values, out[key]))
         elif _is_config(sub):
             originals[key] = sub.to_dict()
             out[key] = {**originals[key], **shrink(sub, token_ids)}
     follow_widths(values, out, originals)
+    out.update(merged_widths_follow(values, out, originals))
+    out.update(feature_sizes_follow_image_size(values, out, originals))
+    out.update(layer_indices_follow_layers(values, out))
     out.update(pooled_image_tokens(values, out))
+    out.update(patch_query_counts(values, out))
     out.update(pinpoints_follow_image_size(values, out))
     _default_mrope(values, out)
     if _text_part_of_merged_grid_model(config):
@@ -244,6 +278,14 @@ def _resnet_for_timm(timm_config: Any) -> dict[str, Any]:
     return {"model_type": "resnet", "embedding_size": 16, "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
             "layer_type": "bottleneck", "num_channels": getattr(timm_config, "num_channels", 3),
             "out_indices": [i for i in indices if 1 <= i <= 4] or [4]}
+
+
+def _inputs_from_resnet(values: dict[str, Any], resnet: dict[str, Any]) -> dict[str, Any]:
+    """Per-level input widths of the part fed by a replaced timm backbone (OmDet-Turbo's
+    `encoder_in_channels`) are the tiny ResNet's stage widths at its outputs."""
+    widths = [resnet["hidden_sizes"][i - 1] for i in resnet["out_indices"]]
+    return {key: widths for key, value in values.items()
+            if key.endswith("in_channels") and isinstance(value, list) and len(value) == len(widths)}
 
 
 def _default_mrope(values: dict[str, Any], out: dict[str, Any]) -> None:
@@ -319,7 +361,10 @@ def _mrope(values: dict[str, Any], head_dim: int | None) -> dict[str, Any]:
     if total == half or half < len(sections):
         return {}
     scaled = [max(1, v * half // total) for v in sections]
-    scaled[0] += half - sum(scaled)
+    # the rounding remainder goes to a section no other equals: equal sections (ERNIE-VL's height
+    # and width, stacked pairwise) stay equal
+    unique = next((i for i, v in enumerate(sections) if sections.count(v) == 1), 0)
+    scaled[unique] += half - sum(scaled)
     return {"rope_parameters": {**rope, "mrope_section": scaled}}
 
 

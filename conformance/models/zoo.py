@@ -113,8 +113,10 @@ def build_config(entry: ZooEntry) -> Any:
         raise BuildError(f"config: {type(exc).__name__}: {_first_line(exc)}") from exc
     if entry.task == "causal-lm" and hasattr(config, "is_decoder"):
         config.is_decoder = True  # encoder types with a causal-LM head (bert) want it
-    if entry.task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
-        config.pad_token_id = 0  # a batch of two needs a pad id to find the last token
+    if entry.task == "sequence-classification":
+        for part in (config, getattr(config, "text_config", None)):  # a composite's head reads its text part's
+            if part is not None and getattr(part, "pad_token_id", None) is None:
+                part.pad_token_id = 0  # a batch of two needs a pad id to find the last token
     return config
 
 
@@ -138,7 +140,9 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
     config = config if config is not None else build_config(entry)
     try:
         cls = getattr(transformers, entry.class_name)
-        config = _own_part(cls, config)
+        # a head or tower whose own config class is one part of the composite config (Musicgen's
+        # causal LM, llama4 -> Llama4VisionModel) is built from that part
+        config = _sub_config_of(cls, config) or config
         torch.manual_seed(seed)
         try:
             model = cls._from_config(config, attn_implementation=attn, dtype=torch.float32)
@@ -156,17 +160,13 @@ def build_model(entry: ZooEntry, attn: str = "eager", seed: int = 0, config: Any
     return model.eval()
 
 
-def _own_part(cls: Any, config: Any) -> Any:
-    """The sub-config of a composite `config` that `cls` is built from, when its own config class
-    is that part's (MusicgenForCausalLM takes the decoder part of a MusicgenConfig); else `config`."""
+def _sub_config_of(cls: Any, config: Any) -> Any | None:
+    """The part of composite `config` that is of `cls`'s own config class, or None."""
     own = getattr(cls, "config_class", None)
     if own is None or isinstance(config, own):
-        return config
-    for key in getattr(config, "sub_configs", None) or {}:
-        part = getattr(config, key, None)
-        if isinstance(part, own):
-            return part
-    return config
+        return None
+    parts = (getattr(config, key, None) for key in getattr(config, "sub_configs", None) or {})
+    return next((part for part in parts if isinstance(part, own)), None)
 
 
 def _head_config(cls: Any, config: Any) -> Any | None:
