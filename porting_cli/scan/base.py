@@ -14,19 +14,17 @@ it was registered on; porting_cli/scan/apply.py splices the new code into the te
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Callable, ClassVar, Protocol
+from typing import Callable, ClassVar
 
 from .dataflow import DeviceFlow
 from .model import Finding
 from .nodes import SourceText, Strings, iter_blocks, qualname
 from .rules import RULES_BY_ID, prelude_names  # noqa: F401 (re-exported)
 
-if TYPE_CHECKING:
-    from .apply import View
-
-
-class Edit(Protocol):
-    def __call__(self, view: View) -> str: ...
+# An edit gets the file's porting_cli.scan.apply.View and returns the node's new text. It is
+# not spelled as a Protocol over View: apply.py imports this module, and this one must not
+# import apply.py back (tests/test_import_graph.py).
+Edit = Callable[..., str]
 
 
 GUARD = "torch.accelerator.is_available()"

@@ -125,11 +125,14 @@ def test_no_cache_env_turns_it_off(monkeypatch, tmp_path):
     assert ScanCache.default().directory is None
 
 
+# The command group's main, not `python -m porting_cli`: that entry point ends the process
+# with os._exit (porting_cli.cli.console_main), so nothing could be printed after it.
 IMPORTS_OF_A_RUN = """
-import json, runpy, sys
+import json, sys
 sys.argv = ["neuron-check", *sys.argv[1:]]
+from porting_cli.cli import main
 try:
-    runpy.run_module("porting_cli", run_name="__main__")
+    main(args=sys.argv[1:], prog_name="neuron-check")
 except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)))
