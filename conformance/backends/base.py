@@ -137,6 +137,14 @@ class BackendAdapter:
         if mod is not None and hasattr(mod, "manual_seed_all"):
             mod.manual_seed_all(seed)
 
+    def copy_to_device(self, t: Any, device: str) -> Any:
+        """A copy of CPU tensor `t` on `device`: the harness moves every sample tensor through here."""
+        return t.to(device, copy=True)
+
+    def copy_to_cpu(self, t: Any) -> Any:
+        """A copy of device tensor `t` on the CPU, outside autograd (every output comes back this way)."""
+        return t.detach().to("cpu") if t.requires_grad else t.to("cpu")
+
     def empty_cache(self) -> None:
         mod = self._torch_module()
         if mod is not None and hasattr(mod, "empty_cache"):

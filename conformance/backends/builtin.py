@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from typing import Any
 
 from conformance.backends.base import BackendAdapter, FallbackTracker
@@ -148,23 +146,42 @@ class SimAdapter(BackendAdapter):
         found["sim-profile"] = profile.name if profile is not None else "fault-free"
         return found
 
+    def copy_to_device(self, t: Any, device: str) -> Any:
+        from conformance.sim import transfer
+
+        return transfer.to_sim(t) if device in ("sim", "sim:0") else super().copy_to_device(t, device)
+
+    def copy_to_cpu(self, t: Any) -> Any:
+        from conformance.sim import transfer
+
+        return transfer.to_cpu(t)
+
     def dtype_supported(self, dtype_name: str) -> bool:
         import conformance.sim as sim
 
         profile = sim.active_profile()
         return profile is None or dtype_name not in profile.unsupported_dtypes
 
-    @contextlib.contextmanager
-    def track_fallbacks(self) -> Iterator[FallbackTracker]:
+    def track_fallbacks(self) -> "_SimFallbacks":
+        return _SimFallbacks()
+
+
+class _SimFallbacks:
+    """The sim's fallback counter as a tracker: entered once per sample, so a plain class
+    rather than a generator-based context manager."""
+
+    def __enter__(self) -> FallbackTracker:
         import conformance.sim as sim
 
-        tracker = FallbackTracker()
+        self.tracker = FallbackTracker()
         sim.reset_fallback_log()
-        try:
-            yield tracker
-        finally:
-            for op in sim.fallback_log():
-                tracker.add(op)
+        return self.tracker
+
+    def __exit__(self, *exc: Any) -> None:
+        import conformance.sim as sim
+
+        for op in sim.fallback_log():
+            self.tracker.add(op)
 
 
 BUILTIN: dict[str, type[BackendAdapter]] = {

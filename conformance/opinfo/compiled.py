@@ -22,7 +22,7 @@ def check_against_eager(setup: Any, tally: Any, run: Any, reference: Any, eager:
     if tally.kind != "deterministic" or eager is None:
         return
     try:
-        eager_out = smp.to_cpu(eager())
+        eager_out = smp.to_cpu(eager(), setup.adapter)
     except Exception:  # noqa: BLE001 - eager failing where compiled ran is a fact, not this item's error
         tally.eager_failed += 1
         return

@@ -46,27 +46,34 @@ def transform_sample(sample: Any, tensor_fn, dtype_map: dict[torch.dtype, torch.
                         broadcasts_input=sample.broadcasts_input, name=sample.name)
 
 
-def to_device(sample: Any, device: str, stay_on_cpu: frozenset[int] = frozenset()):
+def to_device(sample: Any, device: str, stay_on_cpu: frozenset[int] = frozenset(), adapter: Any = None):
     """A copy of the sample on `device` (a copy even for cpu, so in-place ops cannot reach the
     reference's inputs); tensors that require grad become new leaves there. Tensors whose
-    position (in traversal order) is in `stay_on_cpu` stay on the CPU (see `cpu_positions`)."""
+    position (in traversal order) is in `stay_on_cpu` stay on the CPU (see `cpu_positions`).
+    `adapter` (a BackendAdapter) makes the copies, through its fastest path to the device."""
     position = iter(range(1 << 30))
+    copy = _plain_copy if adapter is None else adapter.copy_to_device
 
     def move(t: torch.Tensor) -> torch.Tensor:
         target = "cpu" if next(position) in stay_on_cpu else device
+        copy_to = copy if target == device else _plain_copy
         if not t.requires_grad:
-            return _copy_with_base(t, target)
-        return t.detach().to(target, copy=True).requires_grad_(True)
+            return _copy_with_base(t, target, copy_to)
+        return copy_to(t.detach(), target).requires_grad_(True)
     return transform_sample(sample, move, device=device)
 
 
-def _copy_with_base(t: torch.Tensor, target: str) -> torch.Tensor:
+def _plain_copy(t: torch.Tensor, target: str) -> torch.Tensor:
+    return t.to(target, copy=True)
+
+
+def _copy_with_base(t: torch.Tensor, target: str, copy=_plain_copy) -> torch.Tensor:
     """Copy `t`; a view of a larger contiguous base carries the whole base, so ops that read
     storage outside the view (as_strided.partial_views) see the same memory as on the CPU."""
     base = t._base
     if base is None or not base.is_contiguous() or t.layout != torch.strided:
-        return t.to(target, copy=True)
-    moved = base.to(target, copy=True)
+        return copy(t, target)
+    moved = copy(base, target)
     return moved.as_strided(t.size(), t.stride(), t.storage_offset() - base.storage_offset())
 
 
@@ -135,12 +142,13 @@ def tensor_versions(tensors: list[torch.Tensor]) -> list[int]:
     return [t._version for t in tensors]
 
 
-def to_cpu(value: Any) -> Any:
+def to_cpu(value: Any, adapter: Any = None) -> Any:
     """Device outputs copied to the CPU, outside autograd (one device op per tensor: a tensor
-    that does not require grad needs no device-side detach)."""
+    that does not require grad needs no device-side detach); `adapter` makes the copies."""
+    copy = _tensor_to_cpu if adapter is None else adapter.copy_to_cpu
     if isinstance(value, torch.Tensor):  # most ops' whole output: no tree to walk
-        return _tensor_to_cpu(value)
-    return pytree.tree_map(lambda t: _tensor_to_cpu(t) if isinstance(t, torch.Tensor) else t, value)
+        return copy(value)
+    return pytree.tree_map(lambda t: copy(t) if isinstance(t, torch.Tensor) else t, value)
 
 
 def _tensor_to_cpu(t: torch.Tensor) -> torch.Tensor:

@@ -239,7 +239,7 @@ def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangent
         tally.fallbacks.update(tracker.ops)
     if run.error is None:
         run.placement = chk.wrong_device(out, setup.device_type)
-        run.output = out if setup.meta_only else smp.to_cpu(out)
+        run.output = out if setup.meta_only else smp.to_cpu(out, setup.adapter)
     return run
 
 
@@ -262,7 +262,7 @@ def retry_with_cpu_arguments(setup: ItemSetup, error: BaseException, index: int,
         stay = smp.cpu_positions(meta)
     except Exception:
         return None
-    return smp.to_device(sample, setup.device, stay) if stay else None
+    return smp.to_device(sample, setup.device, stay, setup.adapter) if stay else None
 
 
 def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, untouched: bool,
@@ -273,13 +273,16 @@ def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, untouched: bo
     if not untouched:
         return None
     hi_sample = smp.to_oracle(sample, setup.dtype, setup.oracle_dtype)
+    # Keep the CPU stream in step with the device's (fork_rng(devices=[]), minus its checks).
+    stream = torch.default_generator.get_state()
     try:
-        with torch.random.fork_rng(devices=[]):  # keep the CPU stream in step with the device's
-            torch.default_generator.manual_seed(setup.seed)
-            hi = call(setup, tally, setup.op, hi_sample)
-            return grads(tally, hi, hi_sample, cotangents) if setup.backward else hi
+        torch.default_generator.manual_seed(setup.seed)
+        hi = call(setup, tally, setup.op, hi_sample)
+        return grads(tally, hi, hi_sample, cotangents) if setup.backward else hi
     except Exception:
         return None
+    finally:
+        torch.default_generator.set_state(stream)
 
 
 def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref: Any, placement: str | None,
@@ -359,9 +362,9 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     `error`, or its `comparison`)."""
     # The device copy first: the CPU reference may update the sample in place.
     try:
-        dev_sample, move_error = smp.to_device(sample, setup.device), None
+        dev_sample, move_error = smp.to_device(sample, setup.device, adapter=setup.adapter), None
         # Compile mode: an untouched copy for eager on the device, the second reference.
-        eager_sample = smp.to_device(sample, setup.device) if setup.compiled else None
+        eager_sample = smp.to_device(sample, setup.device, adapter=setup.adapter) if setup.compiled else None
     except Exception as exc:  # the device cannot even hold the inputs (a layout, a dtype)
         dev_sample, eager_sample, move_error = None, None, exc
     tensors = smp.sample_tensors(sample)
