@@ -23,10 +23,7 @@ count; calls made from library code rather than the user's files are logged with
 from __future__ import annotations
 
 import contextlib
-import re
-import sys
 import threading
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -34,40 +31,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from porting_cli.frames import UserFrames
+from porting_cli.remap_libs import library_patches
+from porting_cli.remap_log import RemapLog, describe_device, is_cuda_device
 
-CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
 AUTOCAST_ARGS = ("dtype", "enabled", "cache_enabled")  # torch.amp.autocast's after device_type
-
-class RemapLog:
-    """Counts each remapped call by (site, what); `on_new` is told the first time of each."""
-
-    def __init__(self, frames: UserFrames, on_new: Callable[[str | None, str], None] | None = None):
-        self.frames = frames
-        self.counts: Counter[tuple[str | None, str]] = Counter()
-        self.on_new = on_new
-
-    def __call__(self, what: str, direct_only: bool = False) -> None:
-        """Log one remap. `direct_only`: count it only when the user's code made the call
-        itself (torch.manual_seed calls torch.cuda.manual_seed_all internally; that is no
-        CUDA code of the user's)."""
-        if direct_only:
-            caller = sys._getframe(2).f_code.co_filename
-            if not self.frames.is_user(caller):
-                return
-        key = (self.frames.site(), what)
-        self.counts[key] += 1
-        if self.counts[key] == 1 and self.on_new is not None:
-            self.on_new(*key)
-
-
-def is_cuda_device(value: Any) -> bool:
-    if isinstance(value, str):
-        return bool(CUDA_DEVICE.match(value))
-    return isinstance(value, torch.device) and value.type == "cuda"
-
-
-def describe_device(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else f"torch.device({str(value)!r})"
 
 
 class DeviceRemapMode(TorchFunctionMode):
@@ -262,8 +229,6 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
         (torch, "set_default_device", set_default_device),
         (threading.Thread, "start", _noting_start(log.frames, threading.Thread.start)),
     ]
-    from porting_cli.remap_libs import library_patches  # it builds on this module
-
     pinning = _pinning_usable()
     patches += library_patches(target, log, pinning)
     saved = [(owner, name, owner.__dict__.get(name, getattr(owner, name))) for owner, name, _ in patches]

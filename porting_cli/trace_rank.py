@@ -121,7 +121,8 @@ def start_tracing(config: dict[str, Any]) -> None:
         return
     import torch
 
-    from porting_cli.remap import RemapLog, remap_cuda
+    from porting_cli.remap import remap_cuda
+    from porting_cli.remap_log import RemapLog
 
     frames = UserFrames(config["script"], config.get("root"), config.get("display_base"))
     recorder = make_recorder(torch.device(target).type, frames, write)

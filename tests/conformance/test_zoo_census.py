@@ -69,7 +69,7 @@ def test_a_hung_build_is_a_timeout_and_the_census_completes():
     assert time.monotonic() - start < 120
     assert set(found) == set(subjects)
     timed_out = [s for s, status in found.items() if status.cause == causes.TIMEOUT]
-    assert len(timed_out) == 2 and all(s.startswith("bert:") for s in timed_out)
+    assert len(timed_out) == 2 and all(s.startswith("bert:") for s in timed_out), {s: st.status for s, st in found.items()}
     assert found["gpt2"].status == found["albert:token-classification"].status == "needs optional dependency widgetlib"
 
 
