@@ -242,11 +242,14 @@ def _with_audio_tokens(model: Any, config: Any, inputs: dict[str, Any]) -> dict[
     import torch
 
     token = image_token_id(config, AUDIO_TOKEN_KEYS)
-    if token is None or "input_ids" not in inputs or not hasattr(model, "get_audio_features"):
+    from conformance.models.speech_text import audio_encoder, audio_feature_params
+
+    encoder = audio_encoder(model)
+    if token is None or "input_ids" not in inputs or encoder is None:
         return inputs
-    accepted = inspect.signature(model.get_audio_features).parameters
+    accepted = audio_feature_params(encoder)
     audio = {k: v for k, v in inputs.items() if k in accepted and k not in ("input_ids", "attention_mask")}
-    count = _feature_rows(model, audio, BATCH, "get_audio_features") if audio else None
+    count = _feature_rows(encoder, audio, BATCH, "get_audio_features") if audio else None
     if not count:
         return inputs
     ids = _with_image_tokens(inputs["input_ids"], token, count)

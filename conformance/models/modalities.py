@@ -13,6 +13,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from conformance.models.series import SERIES_INPUTS, series_builder
+
 BATCH = 2
 SEQ_LEN = 8
 CHOICES = 2
@@ -241,24 +243,6 @@ def _audio_mask(config, model, seed, task):
     return mask.long()
 
 
-def _series(key: str):
-    def build(config, model, seed, task):
-        import torch
-
-        context = int(_get(config, "context_length", default=32))
-        extra = max(_get(config, "lags_sequence", default=[0]) or [0])
-        length = context + int(extra)
-        channels = int(_get(config, "num_input_channels", "input_size", default=1))
-        # a univariate series of the probabilistic forecasters (input_size 1) is (batch, time)
-        univariate = getattr(config, "input_size", None) == 1
-        shape = (BATCH, length) if univariate else (BATCH, length, channels)
-        if key == "past_time_features":
-            shape = (BATCH, length, int(_get(config, "num_time_features", default=1)))
-        tensor = torch.randn(shape, generator=_generator(seed + 5))
-        return torch.ones_like(tensor) if key == "past_observed_mask" else tensor
-    return build
-
-
 def _region_features(width_key: str, default: int):
     """Detected-region inputs of vision-language encoders (LXMERT): per image, SEQ_LEN regions
     of the config's feature width (box features), or of its position width (boxes in 0..1)."""
@@ -295,9 +279,7 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "feature_attention_mask": _audio_mask,
     "visual_feats": _region_features("visual_feat_dim", 2048),
     "visual_pos": _region_features("visual_pos_dim", 4),
-    "past_values": _series("past_values"),
-    "past_time_features": _series("past_time_features"),
-    "past_observed_mask": _series("past_observed_mask"),
+    **{name: series_builder(name) for name in SERIES_INPUTS},  # series.py
 }
 
 
@@ -347,9 +329,11 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
         return _documented_inputs(model, params, seed)
     wanted = [name for name in BUILDERS if name in params
               and (name not in ONLY_WHEN_REQUIRED or name in _required(params))]
+    text_after_audio = False
     if "input_ids" in wanted and any(k in wanted for k in ("input_values", "input_features")) \
             and "input_ids" not in _required(params) and not _has_audio_tokens(config):
-        wanted.remove("input_ids")  # speech models that also accept text take audio first
+        wanted.remove("input_ids")  # speech models that also accept text take audio first (speech_text.py)
+        text_after_audio = True
     if "input_values" in wanted and "input_features" in wanted:
         wanted.remove("input_features")  # an encoder-decoder takes either (not both): the waveform
     inputs = {name: BUILDERS[name](config, model, seed, task) for name in wanted if name not in patches}
@@ -371,7 +355,17 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     missing = _required(params) - set(inputs)
     if missing:
         raise MissingInputBuilder(f"{type(model).__name__}.forward requires {', '.join(sorted(missing))}")
-    return inputs
+    if any(k in inputs for k in ("input_values", "input_features")):
+        from conformance.models.speech_text import extractor_companions
+
+        inputs.update(extractor_companions(_extractor_features(config, model, seed)[0], params, inputs))
+    if text_after_audio:
+        from conformance.models.speech_text import with_text_if_needed
+
+        inputs = with_text_if_needed(model, inputs, lambda: _tokens(config, model, seed, task))
+    from conformance.models.codebook_tokens import with_codebook_layout
+
+    return with_codebook_layout(model, inputs)
 
 
 # Documented arguments left to the model even where a forward has no other input: it derives them.

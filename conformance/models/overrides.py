@@ -20,6 +20,9 @@ def _chameleon_vocabulary(codes: int, first_id: int, image_id: int) -> dict[str,
     return {"<image>": image_id, **names}
 
 
+# VibeVoice's codecs with 4 filters and one block per stage (see "vibevoice_acoustic_tokenizer").
+_TINY_VIBEVOICE_CODEC = {"num_filters": 4, "depths": [1] * 7}
+
 # model_type -> keyword arguments applied on top of the shrunk config.
 CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # Block-sparse attention needs seq_len > (5 + 2 * num_random_blocks) * block_size;
@@ -163,8 +166,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # VibeVoice's acoustic codec doubles num_filters at each of its seven stages (2048 wide at the
     # end, 340M parameters): a 4-filter, one-block-per-stage codec is tiny.
     **dict.fromkeys(("vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_encoder",
-                     "vibevoice_acoustic_tokenizer_decoder"),
-                    {"num_filters": 4, "depths": [1] * 7}),
+                     "vibevoice_acoustic_tokenizer_decoder"), _TINY_VIBEVOICE_CODEC),
+    # ...and VibeVoice itself holds two such codecs (acoustic and semantic): the same tiny ones.
+    "vibevoice": {"audio_config": _TINY_VIBEVOICE_CODEC, "semantic_model_config": _TINY_VIBEVOICE_CODEC},
     # ERNIE-VL orders its M-RoPE sections (height, width, time) and stacks height with width, so
     # they must be equal; its modeling default, [22, 22, 20], scaled to the tiny head's 4 pairs.
     "ernie4_5_vl_moe": {"text_config": {"rope_parameters": {"mrope_section": [1, 1, 2]}}},
@@ -178,6 +182,12 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # The classifier reads the logits of its "Yes"/"No" tokens, ids the modeling code defaults to
     # (10784, 3771) when the config names none: two ids of the tiny vocabulary.
     "shieldgemma2": {"yes_token_index": 100, "no_token_index": 101},
+    # The encoders' rotary embedding is at least 32 dims wide whatever the config says (modeling
+    # code), so each head must be too: one head of the tiny width 32 (12 heads of 64 at full size).
+    "clvp": {"text_config": {"num_attention_heads": 1}, "speech_config": {"num_attention_heads": 1}},
+    # CLAP's feature extractor defaults to fused mels (four stacked views, truncation "fusion"),
+    # which only the fused audio tower reads (laion/clap-htsat-fused): the tiny model is that one.
+    "clap": {"audio_config": {"enable_fusion": True}},
     # The dense heads' layer widths come with each task's checkpoint (None): one upsampling and one
     # conv layer, and for the pointmap scale head one strided conv and its two hidden layers.
     "sapiens2": {"head_config": {"upsample_out_channels": [16], "conv_out_channels": [16], "use_pixel_shuffle": False,

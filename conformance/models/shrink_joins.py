@@ -243,3 +243,19 @@ def pinpoints_follow_image_size(values: dict[str, Any], out: dict[str, Any]) -> 
     if not isinstance(old, int) or not isinstance(new, int) or new >= old:
         return {}
     return {"image_grid_pinpoints": [[max(1, round(side / old)) * new for side in point] for point in pinpoints]}
+
+
+def stem_width_follows_stages(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """A hierarchical tower whose width doubles per stage (`depths`) ends at `hidden_size`: the
+    first stage's width, named apart from it (CLAP's `patch_embeds_hidden_size`, 96 -> 768 over
+    four stages), is the tiny hidden size halved once per tiny stage but the last."""
+    depths, hidden, new_hidden = out.get("depths", values.get("depths")), values.get("hidden_size"), out.get("hidden_size")
+    if not isinstance(depths, list) or not depths or not isinstance(values.get("depths"), list) \
+            or not _is_width(hidden) or not _is_width(new_hidden):
+        return {}
+    growth, new_growth = 2 ** (len(values["depths"]) - 1), 2 ** (len(depths) - 1)
+    if new_hidden % new_growth:
+        return {}
+    return {key: new_hidden // new_growth for key, value in values.items()
+            if key not in WIDTH_KEYS and key.endswith(WIDTH_SUFFIXES) and key not in out
+            and _is_width(value) and value * growth == hidden and value > new_hidden // new_growth}
