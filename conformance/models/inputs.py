@@ -164,6 +164,12 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     import torch
 
     params = inspect.signature(model.forward).parameters if model is not None else {}
+    if model is not None and task != "image-text-to-text":
+        from conformance.models.wrapped import wrapped_inputs, wrapped_vlm
+
+        inner = wrapped_vlm(model)
+        if inner is not None:
+            return wrapped_inputs(model, inner, seed)
     if task == "image-classification" and params and "pixel_values" not in params:
         task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
     if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)):
