@@ -95,10 +95,15 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
                        for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
-    from conformance.models.patches import naflex_patches
+    from conformance.models.patches import TEMPORAL_KEYS, naflex_patches
 
     # last, each image as a sequence of patch rows (Fuyu, whose decoder embeds patches directly)
     candidates.append({"pixel_values": naflex_patches(vision or config, seed, pixels.shape[0])["pixel_values"]})
+    if vision is not None and "image_grid_thw" not in params and any(
+            getattr(vision, key, None) for key in TEMPORAL_KEYS):
+        from conformance.models.patches import tubelets
+
+        candidates += [{"pixel_values": t} for t in tubelets(vision, seed, pixels.shape[0])]
     from conformance.models.modalities import image_companions
 
     companions = image_companions(model, seed)

@@ -69,6 +69,16 @@ def patch_layouts(vision: Any, seed: int, batch: int = BATCH) -> list[tuple[Any,
             (rows.reshape(count // merge ** 2, -1), tokens), (token_pixels, tokens)]
 
 
+def tubelets(vision: Any, seed: int, batch: int = BATCH) -> list[Any]:
+    """The patches of `flat_patches` as one (T, P, P, C) channels-last tubelet each, then as
+    (C, T, P, P), for towers that take bare tubelets with no grid (Inkling folds them itself)."""
+    rows, _ = flat_patches(vision, seed, batch)
+    temporal = _first_int(vision, TEMPORAL_KEYS, 1)
+    patch = _first_int(vision, ("patch_size",), 8)
+    first = rows.reshape(rows.shape[0], -1, temporal, patch, patch)
+    return [first.permute(0, 2, 3, 4, 1).contiguous(), first]
+
+
 def merge_sizes(vision: Any, batch: int = BATCH):
     """Each image's merge window, for towers that take it per image (VideoLLaMA 3)."""
     import torch
