@@ -113,10 +113,27 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
 def image_encoder(model: Any) -> Any | None:
     """What makes the model's image features: the head itself, or the model it wraps when only
     that one has `get_image_features` (DeepSeek-VL, Janus); None for a model without one."""
+    if without_vision(model.config):
+        return None
     for owner in (model, getattr(model, "model", None)):
         if owner is not None and hasattr(owner, "get_image_features"):
             return owner
     return None
+
+
+def without_vision(config: Any, part: str = "vision_config") -> bool:
+    """A config whose vision (or other `part`) is optional and left out (EmbeddingGemma 2 is
+    text-only unless a checkpoint adds towers): its model takes no input of that part."""
+    return part in (getattr(config, "sub_configs", None) or {}) and getattr(config, part, None) is None
+
+
+def towerless(config: Any, names: list[str]) -> list[str]:
+    """`names` less the inputs of the optional towers `config` leaves out, when text is among them."""
+    if "input_ids" not in names:
+        return names
+    left_out = tuple(prefix for part, prefix in (("vision_config", "pixel_values"), ("audio_config", "input_"))
+                     if without_vision(config, part))
+    return [name for name in names if name == "input_ids" or not name.startswith(left_out)]
 
 
 def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: str = "get_image_features") -> int | None:
