@@ -171,12 +171,22 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     return {"pixel_values": pixel_values(config, seed)}, None
 
 
-def _with_image_tokens(ids: Any, token: int, count: int):
-    """`count` image placeholders after the first text token of every row."""
+def _with_image_tokens(ids: Any, token: int, count: int, bounds: tuple[int, ...] = ()):
+    """`count` image placeholders after the first text token of every row, between the `bounds`
+    (start, end) tokens when given."""
     import torch
 
-    placeholders = torch.full((ids.shape[0], count), token, dtype=ids.dtype)
+    row = [bounds[0]] + [token] * count + [bounds[1]] if bounds else [token] * count
+    placeholders = torch.tensor([row] * ids.shape[0], dtype=ids.dtype)
     return torch.cat([ids[:, :1], placeholders, ids[:, 1:]], dim=1)
+
+
+def image_bounds(config: Any) -> tuple[int, ...]:
+    """The (start, end) token ids a model's code counts around each image's placeholders (Ovis 2.5
+    checks one pair per image), or () when its config names no such pair."""
+    start = image_token_id(config, ("image_start_token_id",))
+    end = image_token_id(config, ("image_end_token_id",))
+    return (start, end) if start is not None and end is not None else ()
 
 
 def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, model: Any = None) -> dict[str, Any]:
@@ -244,7 +254,7 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             inputs.update(slot_inputs(model, ids, inputs, count))
             ids = inputs["input_ids"]
         if token is not None and count:
-            ids = _with_image_tokens(ids, token, count)
+            ids = _with_image_tokens(ids, token, count, image_bounds(config))
             inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
             if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
                 # multimodal RoPE (Qwen2-VL family) places tokens by type: 1 marks image tokens
