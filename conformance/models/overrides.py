@@ -182,6 +182,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # conv layer, and for the pointmap scale head one strided conv and its two hidden layers.
     "sapiens2": {"head_config": {"upsample_out_channels": [16], "conv_out_channels": [16], "use_pixel_shuffle": False,
                                  "scale_conv_out_channels": [16], "scale_final_hidden_sizes": [16, 16]}},
+    # The pretraining head computes its losses by default (return_loss), and the masked-image loss
+    # needs the processor's codebook pixels; the tiny forward is judged on its logits.
+    "flava": {"return_loss": False},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
