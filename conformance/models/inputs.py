@@ -95,6 +95,11 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
                        for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
+    if "image_grid_hw" in params and vision is not None:  # the same grid without its time (Nemotron-H Omni)
+        from conformance.models.patches import patch_layouts
+
+        candidates += [{"pixel_values": patches, "image_grid_hw": grid[:, 1:]}
+                       for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
     from conformance.models.patches import TEMPORAL_KEYS, naflex_patches
 
     # last, each image as a sequence of patch rows (Fuyu, whose decoder embeds patches directly)
