@@ -150,8 +150,10 @@ def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: 
             found = getattr(model, method)(**image_inputs)
     except Exception:  # noqa: BLE001 - not this layout
         return None
-    hidden = getattr(found, "last_hidden_state", None)
+    hidden, deep = getattr(found, "last_hidden_state", None), getattr(found, "deepstack_features", None)
     found = getattr(found, "pooler_output", found)
+    if found is None and deep:  # features only per text layer, (layer, per-image tensors) (Granite 4 Vision)
+        found = deep[0][1]
     width = getattr(text_config(model.config), "hidden_size", None)
     if found is None and isinstance(hidden, torch.Tensor) and hidden.shape[-1] == width:
         found = hidden  # features already text-wide with no pooling (Fuyu's patch embeddings)
