@@ -95,6 +95,10 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
                        for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
+    if "image_token_pooling" in params and vision is not None:
+        from conformance.models.patches import pooled_crops
+
+        candidates.append(pooled_crops(vision, seed, pixels.shape[0]))
     if "image_grid_hw" in params and vision is not None:  # the same grid without its time (Nemotron-H Omni)
         from conformance.models.patches import patch_layouts
 

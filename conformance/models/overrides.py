@@ -193,6 +193,11 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
                         # the default pinpoints are in 336-pixel tiles, its default tower's are 224
                         # (they disagree at full size): pinpoints in whole tiny tiles
                         "image_grid_pinpoints": [[32, 64], [64, 32]]},
+    # The position table is locked to the checkpoint's 27 x 27 patch grid (the tower adds it
+    # unresized): one entry per patch of the tiny 4 x 4 grid.
+    # Its image placeholder is named image_patch_id, which the token-id shrink does not know: an id
+    # below the tiny vocabulary beside the shrunk image start/end ids.
+    "molmo2": {"vision_config": {"num_position_embeddings": 16}, "image_patch_id": 122},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).
