@@ -25,7 +25,7 @@ def slot_inputs(model: Any, ids: Any, images: dict[str, Any], count: int | None)
         mask = torch.zeros_like(spliced)
         mask[:, 1:1 + count] = 1
         return {"input_ids": spliced, "attention_mask": torch.ones_like(spliced), "image_embeds_position_mask": mask}
-    if "image_attention_mask" in params and isinstance(images.get("pixel_values"), torch.Tensor):
+    if "image_attention_mask" in params and takes_image_slots(model) and isinstance(images.get("pixel_values"), torch.Tensor):
         pixels = images["pixel_values"]
         pixels = pixels.unsqueeze(1) if pixels.dim() == 4 else pixels
         return {"pixel_values": pixels,
@@ -38,5 +38,11 @@ SLOT_MASKS = ("image_embeds_position_mask", "image_attention_mask")
 
 def takes_image_slots(model: Any) -> bool:
     """Whether the model is told where its images go by one of SLOT_MASKS."""
+    from conformance.models.documented import documented_tensors
+
     params = inspect.signature(model.forward).parameters
-    return "pixel_values" in params and any(name in params for name in SLOT_MASKS)
+    documented = documented_tensors(model.forward, frozenset())
+    # a mask documented over image patches (FLAVA's) hides patches; it places no image in the text
+    return "pixel_values" in params and any(
+        name in params and not any("patches" in d for d in getattr(documented.get(name), "dims", ()))
+        for name in SLOT_MASKS)

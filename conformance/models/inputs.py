@@ -95,10 +95,24 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
                        for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
-    from conformance.models.patches import naflex_patches
+    if "image_token_pooling" in params and vision is not None:
+        from conformance.models.patches import pooled_crops
+
+        candidates.append(pooled_crops(vision, seed, pixels.shape[0]))
+    if "image_grid_hw" in params and vision is not None:  # the same grid without its time (Nemotron-H Omni)
+        from conformance.models.patches import patch_layouts
+
+        candidates += [{"pixel_values": patches, "image_grid_hw": grid[:, 1:]}
+                       for patches, grid in patch_layouts(vision, seed, pixels.shape[0])]
+    from conformance.models.patches import TEMPORAL_KEYS, naflex_patches
 
     # last, each image as a sequence of patch rows (Fuyu, whose decoder embeds patches directly)
     candidates.append({"pixel_values": naflex_patches(vision or config, seed, pixels.shape[0])["pixel_values"]})
+    if vision is not None and "image_grid_thw" not in params and any(
+            getattr(vision, key, None) for key in TEMPORAL_KEYS):
+        from conformance.models.patches import tubelets
+
+        candidates += [{"pixel_values": t} for t in tubelets(vision, seed, pixels.shape[0])]
     from conformance.models.modalities import image_companions
 
     companions = image_companions(model, seed)
@@ -108,10 +122,27 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
 def image_encoder(model: Any) -> Any | None:
     """What makes the model's image features: the head itself, or the model it wraps when only
     that one has `get_image_features` (DeepSeek-VL, Janus); None for a model without one."""
+    if without_vision(model.config):
+        return None
     for owner in (model, getattr(model, "model", None)):
         if owner is not None and hasattr(owner, "get_image_features"):
             return owner
     return None
+
+
+def without_vision(config: Any, part: str = "vision_config") -> bool:
+    """A config whose vision (or other `part`) is optional and left out (EmbeddingGemma 2 is
+    text-only unless a checkpoint adds towers): its model takes no input of that part."""
+    return part in (getattr(config, "sub_configs", None) or {}) and getattr(config, part, None) is None
+
+
+def towerless(config: Any, names: list[str]) -> list[str]:
+    """`names` less the inputs of the optional towers `config` leaves out, when text is among them."""
+    if "input_ids" not in names:
+        return names
+    left_out = tuple(prefix for part, prefix in (("vision_config", "pixel_values"), ("audio_config", "input_"))
+                     if without_vision(config, part))
+    return [name for name in names if name == "input_ids" or not name.startswith(left_out)]
 
 
 def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: str = "get_image_features") -> int | None:
@@ -123,8 +154,10 @@ def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: 
             found = getattr(model, method)(**image_inputs)
     except Exception:  # noqa: BLE001 - not this layout
         return None
-    hidden = getattr(found, "last_hidden_state", None)
+    hidden, deep = getattr(found, "last_hidden_state", None), getattr(found, "deepstack_features", None)
     found = getattr(found, "pooler_output", found)
+    if found is None and deep:  # features only per text layer, (layer, per-image tensors) (Granite 4 Vision)
+        found = deep[0][1]
     width = getattr(text_config(model.config), "hidden_size", None)
     if found is None and isinstance(hidden, torch.Tensor) and hidden.shape[-1] == width:
         found = hidden  # features already text-wide with no pooling (Fuyu's patch embeddings)
@@ -149,12 +182,22 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     return {"pixel_values": pixel_values(config, seed)}, None
 
 
-def _with_image_tokens(ids: Any, token: int, count: int):
-    """`count` image placeholders after the first text token of every row."""
+def _with_image_tokens(ids: Any, token: int, count: int, bounds: tuple[int, ...] = ()):
+    """`count` image placeholders after the first text token of every row, between the `bounds`
+    (start, end) tokens when given."""
     import torch
 
-    placeholders = torch.full((ids.shape[0], count), token, dtype=ids.dtype)
+    row = [bounds[0]] + [token] * count + [bounds[1]] if bounds else [token] * count
+    placeholders = torch.tensor([row] * ids.shape[0], dtype=ids.dtype)
     return torch.cat([ids[:, :1], placeholders, ids[:, 1:]], dim=1)
+
+
+def image_bounds(config: Any) -> tuple[int, ...]:
+    """The (start, end) token ids a model's code counts around each image's placeholders (Ovis 2.5
+    checks one pair per image), or () when its config names no such pair."""
+    start = image_token_id(config, ("image_start_token_id",))
+    end = image_token_id(config, ("image_end_token_id",))
+    return (start, end) if start is not None and end is not None else ()
 
 
 def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, model: Any = None) -> dict[str, Any]:
@@ -164,6 +207,12 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     import torch
 
     params = inspect.signature(model.forward).parameters if model is not None else {}
+    if model is not None and task != "image-text-to-text":
+        from conformance.models.wrapped import wrapped_inputs, wrapped_vlm
+
+        inner = wrapped_vlm(model)
+        if inner is not None:
+            return wrapped_inputs(model, inner, seed)
     if task == "image-classification" and params and "pixel_values" not in params:
         task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
     if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)):
@@ -216,7 +265,7 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             inputs.update(slot_inputs(model, ids, inputs, count))
             ids = inputs["input_ids"]
         if token is not None and count:
-            ids = _with_image_tokens(ids, token, count)
+            ids = _with_image_tokens(ids, token, count, image_bounds(config))
             inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
             if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
                 # multimodal RoPE (Qwen2-VL family) places tokens by type: 1 marks image tokens

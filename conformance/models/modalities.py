@@ -334,6 +334,9 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
             and "input_ids" not in _required(params) and not _has_audio_tokens(config):
         wanted.remove("input_ids")  # speech models that also accept text take audio first (speech_text.py)
         text_after_audio = True
+    from conformance.models.inputs import towerless
+
+    wanted = towerless(config, wanted)
     if "input_values" in wanted and "input_features" in wanted:
         wanted.remove("input_features")  # an encoder-decoder takes either (not both): the waveform
     inputs = {name: BUILDERS[name](config, model, seed, task) for name in wanted if name not in patches}

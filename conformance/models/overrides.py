@@ -192,6 +192,22 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # conv layer, and for the pointmap scale head one strided conv and its two hidden layers.
     "sapiens2": {"head_config": {"upsample_out_channels": [16], "conv_out_channels": [16], "use_pixel_shuffle": False,
                                  "scale_conv_out_channels": [16], "scale_final_hidden_sizes": [16, 16]}},
+    # The pretraining head computes its losses by default (return_loss), and the masked-image loss
+    # needs the processor's codebook pixels; the tiny forward is judged on its logits.
+    "flava": {"return_loss": False},
+    # The Window Q-Former projector's rate and its vision -> text layer maps come with the checkpoint
+    # (None: it fails at full size too): a 1/2 rate, one deepstack pair and the four spatial groups
+    # inside the tiny text model; the Q-Former has vision width // 64 heads, so 64 wide at least.
+    "granite4_vision": {"downsample_rate": "1/2", "deepstack_layer_map": [[-1, 0]],
+                        "spatial_target_layers": [0, 1, 0, 1], "vision_config": {"hidden_size": 64},
+                        # the default pinpoints are in 336-pixel tiles, its default tower's are 224
+                        # (they disagree at full size): pinpoints in whole tiny tiles
+                        "image_grid_pinpoints": [[32, 64], [64, 32]]},
+    # The position table is locked to the checkpoint's 27 x 27 patch grid (the tower adds it
+    # unresized): one entry per patch of the tiny 4 x 4 grid.
+    # Its image placeholder is named image_patch_id, which the token-id shrink does not know: an id
+    # below the tiny vocabulary beside the shrunk image start/end ids.
+    "molmo2": {"vision_config": {"num_position_embeddings": 16}, "image_patch_id": 122},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

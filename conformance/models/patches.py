@@ -69,6 +69,31 @@ def patch_layouts(vision: Any, seed: int, batch: int = BATCH) -> list[tuple[Any,
             (rows.reshape(count // merge ** 2, -1), tokens), (token_pixels, tokens)]
 
 
+def tubelets(vision: Any, seed: int, batch: int = BATCH) -> list[Any]:
+    """The patches of `flat_patches` as one (T, P, P, C) channels-last tubelet each, then as
+    (C, T, P, P), for towers that take bare tubelets with no grid (Inkling folds them itself)."""
+    rows, _ = flat_patches(vision, seed, batch)
+    temporal = _first_int(vision, TEMPORAL_KEYS, 1)
+    patch = _first_int(vision, ("patch_size",), 8)
+    first = rows.reshape(rows.shape[0], -1, temporal, patch, patch)
+    return [first.permute(0, 2, 3, 4, 1).contiguous(), first]
+
+
+def pooled_crops(vision: Any, seed: int, batch: int = BATCH) -> dict[str, Any]:
+    """Crop inputs of towers that pool patches into tokens by index (Molmo2): one crop of patch rows
+    per image, its (low-res h, w, high-res h, w) token grid and each token's patch indices, here
+    one token pooling every patch of its image."""
+    import torch
+
+    patch = _first_int(vision, ("patch_size",), 8)
+    channels = _first_int(vision, ("in_channels", "num_channels"), 3)
+    side = _first_int(vision, ("image_size",), 32) // patch
+    rows = torch.randn((batch, side * side, channels * patch * patch), generator=_generator(seed + 1))
+    return {"pixel_values": rows, "image_grids": torch.tensor([[1, 1, 0, 0]] * batch),
+            "image_token_pooling": torch.arange(side * side).repeat(batch, 1),
+            "image_num_crops": torch.ones(batch, dtype=torch.long)}
+
+
 def merge_sizes(vision: Any, batch: int = BATCH):
     """Each image's merge window, for towers that take it per image (VideoLLaMA 3)."""
     import torch
