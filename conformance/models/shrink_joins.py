@@ -13,7 +13,7 @@ from typing import Any
 WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
 WIDTH_PREFIXES = ("hidden_size_",)  # BLT's `hidden_size_global`: the width of another part
 # Lists of per-stage widths by name (not head counts, image or feature-map sizes).
-STAGE_WIDTH_NAME = re.compile(r"(dim|channel|hidden_size)(?!.*head)")
+STAGE_WIDTH_NAME = re.compile(r"(dim|channel|hidden_size|features$)(?!.*head)")  # int `out_features`: widths, not names
 WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size", "_output_size", "projection_size", "_channels", "_groups")  # groups == width: depthwise
 
 
@@ -92,6 +92,8 @@ def _stage_widths(key: str, value: Any, widths: dict[int, int]) -> list[int] | N
             or not all(_is_width(v) and v > 0 for v in value):
         return None
     base = next((v for v in value if v in widths and all(u % v == 0 for u in value)), None)
+    if base is None and value[-1] in widths:
+        base = value[-1]  # widths that grow to the shrunk one (EfficientLoFTR's last stage is hidden_size)
     if base is None or any(u * widths[base] % base for u in value):
         return None
     return [u * widths[base] // base for u in value]
@@ -243,3 +245,15 @@ def pinpoints_follow_image_size(values: dict[str, Any], out: dict[str, Any]) -> 
     if not isinstance(old, int) or not isinstance(new, int) or new >= old:
         return {}
     return {"image_grid_pinpoints": [[max(1, round(side / old)) * new for side in point] for point in pinpoints]}
+
+
+def wide_rotary_follows_heads(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """A partial_rotary_factor above 1 sizes the rotary part by the model's width, not one head's
+    (EfficientLoFTR's 2-D positions: head_dim * 4 == hidden_size / 2 at 8 heads): it keeps its
+    ratio to the head count when the heads are cut."""
+    rope, old = values.get("rope_parameters"), values.get("num_attention_heads")
+    new = out.get("num_attention_heads", old)
+    factor = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    if not isinstance(factor, (int, float)) or factor <= 1 or not _is_width(old) or not _is_width(new) or new >= old:
+        return {}
+    return {"rope_parameters": {**rope, **out.get("rope_parameters", {}), "partial_rotary_factor": factor * new / old}}
