@@ -164,6 +164,10 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     import torch
 
     params = inspect.signature(model.forward).parameters if model is not None else {}
+    from conformance.models.policy_inputs import policy_inputs, takes_policy_inputs
+
+    if model is not None and takes_policy_inputs(model):
+        return policy_inputs(model, seed, labels)
     if task == "image-classification" and params and "pixel_values" not in params:
         task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
     if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)):

@@ -106,10 +106,9 @@ def _is_width(value: Any) -> bool:
 def feature_sizes_follow_image_size(values: dict[str, Any], out: dict[str, Any],
                                     originals: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Feature-map sizes a neck is told per level (SAM 2's `backbone_feature_sizes`, (h, w) pairs)
-    scale with the image size of the backbone sub-config that makes them."""
-    ratios = [_side(out[key].get("image_size")) / _side(original.get("image_size"))
-              for key, original in originals.items()
-              if _side(original.get("image_size")) and _side(out[key].get("image_size"))]
+    scale with the patch grid (else the image size) of the backbone sub-config that makes them."""
+    ratios = [_grid(out[key]) / _grid(original) for key, original in originals.items()
+              if _grid(original) and _grid(out[key])]
     ratio = min(ratios, default=1.0)
     fixes: dict[str, Any] = {}
     for key, value in values.items():
@@ -117,6 +116,13 @@ def feature_sizes_follow_image_size(values: dict[str, Any], out: dict[str, Any],
                 and all(isinstance(pair, list) and all(_is_width(v) for v in pair) for pair in value):
             fixes[key] = [[max(1, round(v * ratio)) for v in pair] for pair in value]
     return fixes
+
+
+def _grid(config: dict[str, Any]) -> float:
+    """A backbone's patch-grid side (a ViT's image_size / patch_size, SAM 3's 1008 / 14), else its
+    image side; 0 when unknown."""
+    side, patch = _side(config.get("image_size")), config.get("patch_size")
+    return side / patch if side and _is_width(patch) and patch > 0 else side
 
 
 def _side(size: Any) -> int:
