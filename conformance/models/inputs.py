@@ -213,6 +213,15 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         inner = wrapped_vlm(model)
         if inner is not None:
             return wrapped_inputs(model, inner, seed)
+    from conformance.models.policy_inputs import policy_inputs, takes_policy_inputs
+
+    if model is not None and takes_policy_inputs(model):
+        return policy_inputs(model, seed, labels)
+    from conformance.models.session_inputs import session_inputs
+
+    session = session_inputs(model, seed) if model is not None else None
+    if session is not None:
+        return session
     if task == "image-classification" and params and "pixel_values" not in params:
         task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
     if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)):
@@ -322,9 +331,13 @@ def cast_inputs(inputs: dict[str, Any], device: Any = None, dtype: Any = None) -
     """Move tensors to `device`; floating tensors also take `dtype`."""
     import torch
 
+    from conformance.models.session_inputs import SESSION, remade
+
     out = {}
     for key, value in inputs.items():
         if isinstance(value, torch.Tensor):
             value = value.to(device=device, dtype=dtype if value.is_floating_point() and dtype else value.dtype)
+        elif key == SESSION:  # a video tracker's stateful session: a fresh one per run
+            value = remade(value, device, dtype)
         out[key] = value
     return out

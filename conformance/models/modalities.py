@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from conformance.models.series import SERIES_INPUTS, series_builder
+from conformance.models.tasks import mapping_of
 
 BATCH = 2
 SEQ_LEN = 8
@@ -68,13 +69,15 @@ def _pixels(config, model, seed, task):
 
     channels = int(_get(config, "num_channels", "in_channels", default=3))
     height, width = _side(_get(config, "image_size", "img_size", "max_img_size", default=32))
+    if "prompt_pixel_values" in inspect.signature(model.forward).parameters:
+        height //= 2  # in-context segmenters (SegGPT) stack prompt over input: image_size is the pair's
     shape = (BATCH, channels, height, width)
     if task == "video-classification" or "video" in type(model).__name__.lower() \
             or isinstance(getattr(config, "num_frames", None) or getattr(getattr(config, "vision_config", None),
                                                                           "num_frames", None), int):  # a video model's own config counts frames
         shape = (BATCH, int(_get(config, "num_frames", default=4)), channels, height, width)
-    if task == "keypoint-matching" or "KeypointMatching" in type(model).__name__:
-        shape = (BATCH, 2, channels, height, width)  # the two images whose keypoints are matched
+    if task == "keypoint-matching" or config.model_type in mapping_of("keypoint-matching"):
+        shape = (BATCH, 2, channels, height, width)  # the two images whose keypoints are matched (a matcher's base too)
     return torch.randn(shape, generator=_generator(seed + 1))
 
 
@@ -267,7 +270,7 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     **{name: _prompt(name) for name in ("classes_input_ids", "classes_attention_mask", "tasks_input_ids",
                                         "tasks_attention_mask", "classes_structure")},
     "flattened_patches": _flattened_patches,
-    # in-context segmentation (SegGPT): a prompt image and its mask, both images of the input's size
+    # in-context segmentation (SegGPT): a prompt image and its mask, both of the input's size
     "prompt_pixel_values": _pixels,
     "prompt_masks": _pixels,
     "marks": _decision((3, SEQ_LEN)),

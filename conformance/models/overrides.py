@@ -22,6 +22,26 @@ def _chameleon_vocabulary(codes: int, first_id: int, image_id: int) -> dict[str,
 
 # VibeVoice's codecs with 4 filters and one block per stage (see "vibevoice_acoustic_tokenizer").
 _TINY_VIBEVOICE_CODEC = {"num_filters": 4, "depths": [1] * 7}
+# The server detectors' neck: its intra-class blocks, per-level upsampling and head kernels come
+# with the checkpoint (None); the released values, (kernel, stride, padding) of same-size 1-D and
+# square convs; a narrow neck (256 wide by default).
+_PP_OCR_SERVER_NECK = {
+    "intraclass_block_config": {"reduce_channel": [1, 1, 0], "return_channel": [1, 1, 0], **{
+        f"{name}_{ratio}ratio": [[k * h + 1 - h, k * w + 1 - w], 1, [k // 2 * h, k // 2 * w]]
+        for name, h, w in (("vertical_long_to_small_conv", 1, 0), ("horizontal_small_to_long_conv", 0, 1),
+                           ("symmetric_conv_long", 1, 1))
+        for ratio, k in (("long", 7), ("mid", 5), ("short", 3))}},
+    "scale_factor_list": [1, 2, 4, 8], "kernel_list": [3, 2, 2], "neck_out_channels": 32}
+
+# The PP-OCRv6 detectors' default backbone (PP-LCNetV4, built in place of the hgnet_v2 /
+# pp_lcnet_v3 their specs name) is the recognisers': it puts out only its last stage and halves
+# only the height, yet the neck fuses one map per stage, each half the size of the one before (the
+# full-size default fails alike). A tiny one-block-per-stage backbone with every stage out.
+_PP_LCNET_V4_DET = {"stem_channels": [3, 8, 16], "out_features": ["stage1", "stage2", "stage3", "stage4"],
+                    "out_indices": [1, 2, 3, 4],
+                    "block_configs": [[[3, 16, 16, 1, False]], [[3, 16, 16, 2, False]], [[3, 16, 32, 2, True]],
+                                      [[3, 32, 64, 2, False]]],
+                    "stage_out_channels": [16, 16, 32, 64]}  # derived, but to_dict() wrote the default's
 
 # model_type -> keyword arguments applied on top of the shrunk config.
 CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -208,6 +228,12 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # Its image placeholder is named image_patch_id, which the token-id shrink does not know: an id
     # below the tiny vocabulary beside the shrunk image start/end ids.
     "molmo2": {"vision_config": {"num_position_embeddings": 16}, "image_patch_id": 122},
+    # Fine matching splits each fine feature (out_features[1] wide: 64 at full size, 8 tiny) into a
+    # matched part and a slice_dim-wide rest; the default slice (8) would leave nothing to match.
+    "efficientloftr": {"fine_matching_slice_dim": 4},
+    "pp_ocrv5_server_det": _PP_OCR_SERVER_NECK,
+    "pp_ocrv6_medium_det": {**_PP_OCR_SERVER_NECK, "backbone_config": _PP_LCNET_V4_DET},
+    "pp_ocrv6_small_det": {"backbone_config": _PP_LCNET_V4_DET, "layer_list_out_channels": [16, 16, 32, 64]},
 }
 
 # model_type -> reason the type is left out of the zoo (reported as its build status).

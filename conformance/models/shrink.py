@@ -11,8 +11,8 @@ from typing import Any
 
 from conformance.models.shrink_joins import (backbone_outputs, feature_sizes_follow_image_size, follow_widths,
                                              layer_indices_follow_layers, merged_widths_follow, patch_query_counts,
-                                             pinpoints_follow_image_size,
-                                             pooled_image_tokens, stem_width_follows_stages)
+                                             pinpoints_follow_image_size, pooled_image_tokens,
+                                             stem_width_follows_stages, wide_rotary_follows_heads)
 
 # Tiny sizes. A rule only ever shrinks a default (min), so small defaults stay.
 VOCAB = 128
@@ -265,6 +265,7 @@ def shrink(config: Any, token_ids: _TokenIds | None = None) -> dict[str, Any]:
     out.update(patch_query_counts(values, out))
     out.update(pinpoints_follow_image_size(values, out))
     out.update(stem_width_follows_stages(values, out))
+    out.update(wide_rotary_follows_heads(values, out))
     _default_mrope(values, out)
     if _text_part_of_merged_grid_model(config):
         out.update(_mrope_sections({**values, **out}))

@@ -13,7 +13,7 @@ from typing import Any
 WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
 WIDTH_PREFIXES = ("hidden_size_",)  # BLT's `hidden_size_global`: the width of another part
 # Lists of per-stage widths by name (not head counts, image or feature-map sizes).
-STAGE_WIDTH_NAME = re.compile(r"(dim|channel|hidden_size)(?!.*head)")
+STAGE_WIDTH_NAME = re.compile(r"(dim|channel|hidden_size|features$)(?!.*head)")  # int `out_features`: widths, not names
 WIDTH_SUFFIXES = ("hidden_size", "_dim", "_input_size", "_output_size", "projection_size", "_channels", "_groups")  # groups == width: depthwise
 
 
@@ -92,6 +92,8 @@ def _stage_widths(key: str, value: Any, widths: dict[int, int]) -> list[int] | N
             or not all(_is_width(v) and v > 0 for v in value):
         return None
     base = next((v for v in value if v in widths and all(u % v == 0 for u in value)), None)
+    if base is None and value[-1] in widths:
+        base = value[-1]  # widths that grow to the shrunk one (EfficientLoFTR's last stage is hidden_size)
     if base is None or any(u * widths[base] % base for u in value):
         return None
     return [u * widths[base] // base for u in value]
@@ -104,10 +106,9 @@ def _is_width(value: Any) -> bool:
 def feature_sizes_follow_image_size(values: dict[str, Any], out: dict[str, Any],
                                     originals: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Feature-map sizes a neck is told per level (SAM 2's `backbone_feature_sizes`, (h, w) pairs)
-    scale with the image size of the backbone sub-config that makes them."""
-    ratios = [_side(out[key].get("image_size")) / _side(original.get("image_size"))
-              for key, original in originals.items()
-              if _side(original.get("image_size")) and _side(out[key].get("image_size"))]
+    scale with the patch grid (else the image size) of the backbone sub-config that makes them."""
+    ratios = [_grid(out[key]) / _grid(original) for key, original in originals.items()
+              if _grid(original) and _grid(out[key])]
     ratio = min(ratios, default=1.0)
     fixes: dict[str, Any] = {}
     for key, value in values.items():
@@ -115,6 +116,13 @@ def feature_sizes_follow_image_size(values: dict[str, Any], out: dict[str, Any],
                 and all(isinstance(pair, list) and all(_is_width(v) for v in pair) for pair in value):
             fixes[key] = [[max(1, round(v * ratio)) for v in pair] for pair in value]
     return fixes
+
+
+def _grid(config: dict[str, Any]) -> float:
+    """A backbone's patch-grid side (a ViT's image_size / patch_size, SAM 3's 1008 / 14), else its
+    image side; 0 when unknown."""
+    side, patch = _side(config.get("image_size")), config.get("patch_size")
+    return side / patch if side and _is_width(patch) and patch > 0 else side
 
 
 def _side(size: Any) -> int:
@@ -259,3 +267,15 @@ def stem_width_follows_stages(values: dict[str, Any], out: dict[str, Any]) -> di
     return {key: new_hidden // new_growth for key, value in values.items()
             if key not in WIDTH_KEYS and key.endswith(WIDTH_SUFFIXES) and key not in out
             and _is_width(value) and value * growth == hidden and value > new_hidden // new_growth}
+
+
+def wide_rotary_follows_heads(values: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """A partial_rotary_factor above 1 sizes the rotary part by the model's width, not one head's
+    (EfficientLoFTR's 2-D positions: head_dim * 4 == hidden_size / 2 at 8 heads): it keeps its
+    ratio to the head count when the heads are cut."""
+    rope, old = values.get("rope_parameters"), values.get("num_attention_heads")
+    new = out.get("num_attention_heads", old)
+    factor = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    if not isinstance(factor, (int, float)) or factor <= 1 or not _is_width(old) or not _is_width(new) or new >= old:
+        return {}
+    return {"rope_parameters": {**rope, **out.get("rope_parameters", {}), "partial_rotary_factor": factor * new / old}}
