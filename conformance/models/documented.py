@@ -10,13 +10,16 @@ itself, a field of the model's config (or of one of its sub-configs) its value, 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any
 
 BATCH = 2
 SEQ_LEN = 8
-# "name (`torch.LongTensor` of shape `(batch_size, sequence_length)`"
-DOCUMENTED_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)` of shape `\(([^)]*)\)`", re.M)
+# "name (`torch.LongTensor` of shape `(batch_size, sequence_length)`" (or `[batch_size, ...]`)
+DOCUMENTED_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)` of shape `(?:\(([^)]*)\)|\[([^\]]*)\])`", re.M)
+# A dimension sized by the length of a config list: `len(config.target_layer_ids)`.
+LIST_LENGTH = re.compile(r"len\((?:config\.)?(\w+)\)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +42,8 @@ def documented_tensors(forward: Any, required: frozenset[str] = frozenset()) -> 
     argument it leaves undocumented that is named as embeddings or hidden states
     (Blip2QFormer's query_embeds) is a (batch, length, hidden_size) sequence."""
     found: dict[str, DocumentedTensor] = {}
-    for name, type_name, dims in DOCUMENTED_ARG.findall(getattr(forward, "__doc__", None) or ""):
+    for name, type_name, parenthesized, bracketed in DOCUMENTED_ARG.findall(getattr(forward, "__doc__", None) or ""):
+        dims = parenthesized or bracketed
         if "Tensor" in type_name:
             found.setdefault(name, DocumentedTensor(name, type_name, tuple(d.strip() for d in dims.split(",")
                                                                               if d.strip())))
@@ -54,10 +58,21 @@ AUDIO_FRAMES = 64
 # Generic dimension names and the config fields that size them, first found wins.
 DIM_FIELDS: dict[str, tuple[str, ...]] = {
     "feature_dim": ("feature_projection_input_dim", "num_mel_bins", "input_feat_per_channel", "feature_size"),
+    "dim": ("dim", "hidden_size"),
 }
 
 
 def _size(dim: str, config: Any, length: int) -> int:
+    """A dimension's size; sums and products of sizes (`dim * len(config.target_layer_ids)`, a
+    mask over `context + config.block_size` positions) are worked out."""
+    dim = dim.strip().removeprefix("config.")
+    if "+" in dim:
+        return sum(_size(part, config, length) for part in dim.split("+"))
+    if "*" in dim:
+        return math.prod(_size(part, config, length) for part in dim.split("*"))
+    counted = LIST_LENGTH.fullmatch(dim)
+    if counted and isinstance(getattr(config, counted.group(1), None), (list, tuple)):
+        return len(getattr(config, counted.group(1)))
     if dim == "batch_size":
         return BATCH
     if dim.isdigit():
