@@ -166,8 +166,10 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     params = inspect.signature(model.forward).parameters if model is not None else {}
     if task == "image-classification" and params and "pixel_values" not in params:
         task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
-    if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)):
-        # (a legacy task's head that takes neither text nor images, Pix2Struct's patches, too)
+    if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)) \
+            or "shared_kv_states" in params:
+        # (a legacy task's head that takes neither text nor images, Pix2Struct's patches, too; a
+        # draft model that reads its target's K/V, drafts.py)
         from conformance.models.modalities import signature_inputs
 
         if model is None:

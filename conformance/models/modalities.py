@@ -341,7 +341,10 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     from conformance.models.codec_inputs import codec_inputs
     from conformance.models.patches import tower_patch_inputs
 
-    patches = tower_patch_inputs(model, params, seed) or codec_inputs(model, params, seed)
+    from conformance.models.drafts import draft_inputs
+
+    patches = tower_patch_inputs(model, params, seed) or codec_inputs(model, params, seed) \
+        or draft_inputs(model, params, seed)
     config = model.config
     if not patches and not any(name in params for name in MAIN_INPUTS):
         return _documented_inputs(model, params, seed)
