@@ -19,7 +19,7 @@ CHOICES = 2
 WAVEFORM_SECONDS = 0.5  # x-vector heads' dilated convolutions need about 15 frames
 # Forward parameters any of which is the main input of a model.
 MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values", "pixel_values_videos",
-               "flattened_patches")
+               "flattened_patches", "audio_mel")
 
 
 class MissingInputBuilder(Exception):
@@ -293,6 +293,9 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "input_features": _audio("input_features"),
     "input_features_mask": _audio_mask,
     "feature_attention_mask": _audio_mask,
+    # Gemma 3n's audio tower: mel features by another name, and a mask that flags padded frames
+    "audio_mel": _audio("input_features"),
+    "audio_mel_mask": lambda config, model, seed, task: _audio_mask(config, model, seed, task) == 0,
     "visual_feats": _region_features("visual_feat_dim", 2048),
     "visual_pos": _region_features("visual_pos_dim", 4),
     "past_values": _series("past_values"),
