@@ -167,9 +167,9 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     if task == "image-classification" and params and "pixel_values" not in params:
         task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
     if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)) \
-            or "shared_kv_states" in params:
+            or "shared_kv_states" in params or _aligned_audio(model, config):
         # (a legacy task's head that takes neither text nor images, Pix2Struct's patches, too; a
-        # draft model that reads its target's K/V, drafts.py)
+        # draft model that reads its target's K/V, drafts.py; text aligned with audio frames)
         from conformance.models.modalities import signature_inputs
 
         if model is None:
@@ -244,18 +244,34 @@ def _with_audio_tokens(model: Any, config: Any, inputs: dict[str, Any]) -> dict[
     import torch
 
     token = image_token_id(config, AUDIO_TOKEN_KEYS)
-    if token is None or "input_ids" not in inputs or not hasattr(model, "get_audio_features"):
+    aligned = _aligned_audio(model, config) and "input_ids" not in inputs
+    if (token is None and not aligned) or ("input_ids" not in inputs and not aligned) \
+            or not hasattr(model, "get_audio_features"):
         return inputs
-    accepted = inspect.signature(model.get_audio_features).parameters
+    accepted = set(inspect.signature(model.get_audio_features).parameters)
+    if "kwargs" in accepted:  # a head that hands everything to its model's method: the audio itself
+        accepted |= {"input_features", "input_values"}
     audio = {k: v for k, v in inputs.items() if k in accepted and k not in ("input_ids", "attention_mask")}
     count = _feature_rows(model, audio, BATCH, "get_audio_features") if audio else None
-    if not count:
+    if not count or (aligned and count < 2):
         return inputs
-    ids = _with_image_tokens(inputs["input_ids"], token, count)
+    if aligned:  # one token per audio frame: the frames are added to the token embeddings
+        ids = token_ids(config, (BATCH, count), 0)
+    else:
+        ids = _with_image_tokens(inputs["input_ids"], token, count)
     out = {**inputs, "input_ids": ids}
     if "attention_mask" in inputs:
         out["attention_mask"] = torch.ones_like(ids)
     return out
+
+
+def _aligned_audio(model: Any, config: Any) -> bool:
+    """A model that adds its audio features to the token embeddings frame by frame (streaming
+    speech recognition, Voxtral Realtime): it takes text and audio together, no audio placeholders."""
+    if model is None or not hasattr(model, "get_audio_features"):
+        return False
+    params = inspect.signature(model.forward).parameters
+    return {"input_ids", "input_features"} <= set(params) and image_token_id(config, AUDIO_TOKEN_KEYS) is None
 
 
 def _labels(task: str, inputs: dict[str, Any], seed: int):

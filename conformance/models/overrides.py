@@ -75,6 +75,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # default fails alike); the checkpoints give them (the merge as the vision tower's, 2).
     "qwen3_omni_moe": {"talker_config": {"spatial_merge_size": 2,
                                          "text_config": {"shared_expert_intermediate_size": 32}}},
+    # The projector stacks downsample_factor encoder frames (4): the zoo's half second of audio
+    # makes 25, so 5 keep the stacking in play with none left over.
+    "voxtral_realtime": {"downsample_factor": 5},
     # The delay pattern has one entry per codebook channel, which the shrink cut to three.
     "dia": {"delay_pattern": [0, 1, 2]},
     # The visual and audio code ranges follow each other inside the text vocabulary: tiny
