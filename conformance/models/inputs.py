@@ -39,7 +39,8 @@ def pixel_values(config: Any, seed: int, batch: int = BATCH):
 # The tasks built by the rules below; every other task builds from the forward signature.
 LEGACY_TASKS = frozenset({"causal-lm", "seq2seq-lm", "masked-lm", "sequence-classification",
                           "image-classification", "image-text-to-text"})
-IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+# (a video-only model's frames take the video placeholder: InstructBLIP-Video)
+IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
 AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
 
 
@@ -90,7 +91,8 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
         from conformance.models.patches import merge_sizes, patch_layouts
 
         # per-image merge windows (VideoLLaMA 3), named by the head or by the model it wraps
-        named = {*inspect.signature(image_encoder(model).get_image_features).parameters, *params}
+        encoder = image_encoder(model)
+        named = {*inspect.signature(getattr(encoder, _feature_method(encoder))).parameters, *params}
         extra = {name: merge_sizes(vision, pixels.shape[0]) for name in named
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
@@ -108,10 +110,19 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
 def image_encoder(model: Any) -> Any | None:
     """What makes the model's image features: the head itself, or the model it wraps when only
     that one has `get_image_features` (DeepSeek-VL, Janus); None for a model without one."""
-    for owner in (model, getattr(model, "model", None)):
-        if owner is not None and hasattr(owner, "get_image_features"):
-            return owner
+    for method in FEATURE_METHODS:
+        for owner in (model, getattr(model, "model", None)):
+            if owner is not None and hasattr(owner, method):
+                return owner
     return None
+
+
+# What makes a vision-language model's visual features: images, else video frames.
+FEATURE_METHODS = ("get_image_features", "get_video_features")
+
+
+def _feature_method(encoder: Any) -> str:
+    return next(method for method in FEATURE_METHODS if hasattr(encoder, method))
 
 
 def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: str = "get_image_features") -> int | None:
@@ -143,7 +154,7 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     encoder = image_encoder(model)
     candidates = _image_candidates(model, config, seed) if encoder is not None else []
     for candidate in candidates:
-        count = _feature_rows(encoder, candidate, BATCH)
+        count = _feature_rows(encoder, candidate, BATCH, _feature_method(encoder))
         if count:
             return candidate, count
     return {"pixel_values": pixel_values(config, seed)}, None

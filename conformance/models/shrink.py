@@ -57,8 +57,8 @@ SIZE_RULES: dict[str, int] = {
 # horizon of time-series transformers (their context length defaults to it).
 LEFT_TO_CHECKPOINT = {"vocab_size": VOCAB, "prediction_length": 4}
 PER_LAYER_SUFFIX = "_per_layer"
-# Image placeholder tokens a vision-language config may leave to the checkpoint.
-IMAGE_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id")
+# Image (and video) placeholder tokens a vision-language config may leave to the checkpoint.
+IMAGE_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
 # Expert counts an MoE config may leave at None (its modeling code then fails).
 MOE_COUNT_KEYS = frozenset({"num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok",
                             "n_shared_experts"})
