@@ -10,6 +10,7 @@ itself, a field of the model's config (or of one of its sub-configs) its value, 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import re
 from typing import Any
@@ -114,3 +115,41 @@ def stacked_rows(model: Any, name: str) -> int:
         if factor != "batch_size":
             rows *= _size(factor, model.config, 1)
     return rows
+
+
+def required_params(params: dict[str, inspect.Parameter]) -> set[str]:
+    return {name for name, p in params.items() if p.default is inspect.Parameter.empty
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and name != "self"}
+
+
+def documented_inputs(model: Any, config: Any, names: set[str], seed: int) -> dict[str, Any]:
+    """Tensors of the shapes the forward documents for `names` (those it documents)."""
+    documented = documented_tensors(model.forward, frozenset(required_params(
+        dict(inspect.signature(model.forward).parameters))))
+    return {name: documented_input(documented[name], config, seed) for name in sorted(names) if name in documented}
+
+
+# Documented arguments left to the model even where a forward has no other input: it derives them.
+DERIVED = frozenset({"position_ids", "cache_position", "past_key_values", "cache", "labels", "head_mask",
+                     "inputs_embeds", "decoder_inputs_embeds"})
+
+
+def inputs_of_forward_without_main_input(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
+    """Inputs of a forward that takes none of the main inputs (trajectories, latents, embeddings):
+    every documented tensor it requires, and the optional ones it reads (not masks, not what the
+    model derives)."""
+    from conformance.models.modalities import MAIN_INPUTS, MissingInputBuilder
+
+    if getattr(model.forward, "__name__", "") == "_forward_unimplemented":
+        # generate-only pipelines of several models (Bark, the Qwen Omni wrappers)
+        raise MissingInputBuilder(f"{type(model).__name__} has no forward of its own (generate only)")
+    required = required_params(params)
+    documented = documented_tensors(model.forward, frozenset(required))
+    wanted = {name for name in documented if name in params
+              and (name in required or ("mask" not in name and name not in DERIVED))}
+    inputs = documented_inputs(model, model.config, wanted, seed)
+    if not inputs or required - set(inputs):
+        raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}"
+                                  + (f" and documents no shape for {', '.join(sorted(required - set(inputs)))}"
+                                     if required - set(inputs) else ""))
+    return inputs
