@@ -10,13 +10,17 @@ itself, a field of the model's config (or of one of its sub-configs) its value, 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import math
 import re
 from typing import Any
 
 BATCH = 2
 SEQ_LEN = 8
-# "name (`torch.LongTensor` of shape `(batch_size, sequence_length)`"
-DOCUMENTED_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)` of shape `\(([^)]*)\)`", re.M)
+# "name (`torch.LongTensor` of shape `(batch_size, sequence_length)`" (or `[batch_size, ...]`)
+DOCUMENTED_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)` of shape `(?:\(([^)]*)\)|\[([^\]]*)\])`", re.M)
+# A dimension sized by the length of a config list: `len(config.target_layer_ids)`.
+LIST_LENGTH = re.compile(r"len\((?:config\.)?(\w+)\)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +43,8 @@ def documented_tensors(forward: Any, required: frozenset[str] = frozenset()) -> 
     argument it leaves undocumented that is named as embeddings or hidden states
     (Blip2QFormer's query_embeds) is a (batch, length, hidden_size) sequence."""
     found: dict[str, DocumentedTensor] = {}
-    for name, type_name, dims in DOCUMENTED_ARG.findall(getattr(forward, "__doc__", None) or ""):
+    for name, type_name, parenthesized, bracketed in DOCUMENTED_ARG.findall(getattr(forward, "__doc__", None) or ""):
+        dims = parenthesized or bracketed
         if "Tensor" in type_name:
             found.setdefault(name, DocumentedTensor(name, type_name, tuple(d.strip() for d in dims.split(",")
                                                                               if d.strip())))
@@ -54,10 +59,21 @@ AUDIO_FRAMES = 64
 # Generic dimension names and the config fields that size them, first found wins.
 DIM_FIELDS: dict[str, tuple[str, ...]] = {
     "feature_dim": ("feature_projection_input_dim", "num_mel_bins", "input_feat_per_channel", "feature_size"),
+    "dim": ("dim", "hidden_size"),
 }
 
 
 def _size(dim: str, config: Any, length: int) -> int:
+    """A dimension's size; sums and products of sizes (`dim * len(config.target_layer_ids)`, a
+    mask over `context + config.block_size` positions) are worked out."""
+    dim = dim.strip().removeprefix("config.")
+    if "+" in dim:
+        return sum(_size(part, config, length) for part in dim.split("+"))
+    if "*" in dim:
+        return math.prod(_size(part, config, length) for part in dim.split("*"))
+    counted = LIST_LENGTH.fullmatch(dim)
+    if counted and isinstance(getattr(config, counted.group(1), None), (list, tuple)):
+        return len(getattr(config, counted.group(1)))
     if dim == "batch_size":
         return BATCH
     if dim.isdigit():
@@ -99,3 +115,41 @@ def stacked_rows(model: Any, name: str) -> int:
         if factor != "batch_size":
             rows *= _size(factor, model.config, 1)
     return rows
+
+
+def required_params(params: dict[str, inspect.Parameter]) -> set[str]:
+    return {name for name, p in params.items() if p.default is inspect.Parameter.empty
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and name != "self"}
+
+
+def documented_inputs(model: Any, config: Any, names: set[str], seed: int) -> dict[str, Any]:
+    """Tensors of the shapes the forward documents for `names` (those it documents)."""
+    documented = documented_tensors(model.forward, frozenset(required_params(
+        dict(inspect.signature(model.forward).parameters))))
+    return {name: documented_input(documented[name], config, seed) for name in sorted(names) if name in documented}
+
+
+# Documented arguments left to the model even where a forward has no other input: it derives them.
+DERIVED = frozenset({"position_ids", "cache_position", "past_key_values", "cache", "labels", "head_mask",
+                     "inputs_embeds", "decoder_inputs_embeds"})
+
+
+def inputs_of_forward_without_main_input(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
+    """Inputs of a forward that takes none of the main inputs (trajectories, latents, embeddings):
+    every documented tensor it requires, and the optional ones it reads (not masks, not what the
+    model derives)."""
+    from conformance.models.modalities import MAIN_INPUTS, MissingInputBuilder
+
+    if getattr(model.forward, "__name__", "") == "_forward_unimplemented":
+        # generate-only pipelines of several models (Bark, the Qwen Omni wrappers)
+        raise MissingInputBuilder(f"{type(model).__name__} has no forward of its own (generate only)")
+    required = required_params(params)
+    documented = documented_tensors(model.forward, frozenset(required))
+    wanted = {name for name in documented if name in params
+              and (name in required or ("mask" not in name and name not in DERIVED))}
+    inputs = documented_inputs(model, model.config, wanted, seed)
+    if not inputs or required - set(inputs):
+        raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}"
+                                  + (f" and documents no shape for {', '.join(sorted(required - set(inputs)))}"
+                                     if required - set(inputs) else ""))
+    return inputs

@@ -39,7 +39,8 @@ def pixel_values(config: Any, seed: int, batch: int = BATCH):
 # The tasks built by the rules below; every other task builds from the forward signature.
 LEGACY_TASKS = frozenset({"causal-lm", "seq2seq-lm", "masked-lm", "sequence-classification",
                           "image-classification", "image-text-to-text"})
-IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+# (a video-only model's frames take the video placeholder: InstructBLIP-Video)
+IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
 AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
 
 
@@ -90,7 +91,8 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
         from conformance.models.patches import merge_sizes, patch_layouts
 
         # per-image merge windows (VideoLLaMA 3), named by the head or by the model it wraps
-        named = {*inspect.signature(image_encoder(model).get_image_features).parameters, *params}
+        encoder = image_encoder(model)
+        named = {*inspect.signature(getattr(encoder, _feature_method(encoder))).parameters, *params}
         extra = {name: merge_sizes(vision, pixels.shape[0]) for name in named
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
@@ -124,10 +126,19 @@ def image_encoder(model: Any) -> Any | None:
     that one has `get_image_features` (DeepSeek-VL, Janus); None for a model without one."""
     if without_vision(model.config):
         return None
-    for owner in (model, getattr(model, "model", None)):
-        if owner is not None and hasattr(owner, "get_image_features"):
-            return owner
+    for method in FEATURE_METHODS:
+        for owner in (model, getattr(model, "model", None)):
+            if owner is not None and hasattr(owner, method):
+                return owner
     return None
+
+
+# What makes a vision-language model's visual features: images, else video frames.
+FEATURE_METHODS = ("get_image_features", "get_video_features")
+
+
+def _feature_method(encoder: Any) -> str:
+    return next(method for method in FEATURE_METHODS if hasattr(encoder, method))
 
 
 def without_vision(config: Any, part: str = "vision_config") -> bool:
@@ -176,7 +187,7 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     encoder = image_encoder(model)
     candidates = _image_candidates(model, config, seed) if encoder is not None else []
     for candidate in candidates:
-        count = _feature_rows(encoder, candidate, BATCH)
+        count = _feature_rows(encoder, candidate, BATCH, _feature_method(encoder))
         if count:
             return candidate, count
     return {"pixel_values": pixel_values(config, seed)}, None
@@ -224,8 +235,10 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
         return session
     if task == "image-classification" and params and "pixel_values" not in params:
         task = "base"  # an image classifier over pixel-cluster tokens (ImageGPT): what its forward takes
-    if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)):
-        # (a legacy task's head that takes neither text nor images, Pix2Struct's patches, too)
+    if task not in LEGACY_TASKS or (params and not {"input_ids", "pixel_values"} & set(params)) \
+            or "shared_kv_states" in params or _aligned_audio(model, config):
+        # (a legacy task's head that takes neither text nor images, Pix2Struct's patches, too; a
+        # draft model that reads its target's K/V, drafts.py; text aligned with audio frames)
         from conformance.models.modalities import signature_inputs
 
         if model is None:
@@ -302,19 +315,34 @@ def _with_audio_tokens(model: Any, config: Any, inputs: dict[str, Any]) -> dict[
     token = image_token_id(config, AUDIO_TOKEN_KEYS)
     from conformance.models.speech_text import audio_encoder, audio_feature_params
 
+    aligned = _aligned_audio(model, config) and "input_ids" not in inputs
     encoder = audio_encoder(model)
-    if token is None or "input_ids" not in inputs or encoder is None:
+    if (token is None and not aligned) or ("input_ids" not in inputs and not aligned) or encoder is None:
         return inputs
     accepted = audio_feature_params(encoder)
+    if "kwargs" in accepted:  # a head that hands everything on: the audio itself
+        accepted |= {"input_features", "input_values"}
     audio = {k: v for k, v in inputs.items() if k in accepted and k not in ("input_ids", "attention_mask")}
     count = _feature_rows(encoder, audio, BATCH, "get_audio_features") if audio else None
-    if not count:
+    if not count or (aligned and count < 2):
         return inputs
-    ids = _with_image_tokens(inputs["input_ids"], token, count)
+    if aligned:  # one token per audio frame: the frames are added to the token embeddings
+        ids = token_ids(config, (BATCH, count), 0)
+    else:
+        ids = _with_image_tokens(inputs["input_ids"], token, count)
     out = {**inputs, "input_ids": ids}
     if "attention_mask" in inputs:
         out["attention_mask"] = torch.ones_like(ids)
     return out
+
+
+def _aligned_audio(model: Any, config: Any) -> bool:
+    """A model that adds its audio features to the token embeddings frame by frame (streaming
+    speech recognition, Voxtral Realtime): it takes text and audio together, no audio placeholders."""
+    if model is None or not hasattr(model, "get_audio_features"):
+        return False
+    params = inspect.signature(model.forward).parameters
+    return {"input_ids", "input_features"} <= set(params) and image_token_id(config, AUDIO_TOKEN_KEYS) is None
 
 
 def _labels(task: str, inputs: dict[str, Any], seed: int):

@@ -15,6 +15,7 @@ from typing import Any
 
 from conformance.models.series import SERIES_INPUTS, series_builder
 from conformance.models.tasks import mapping_of
+from conformance.models.documented import documented_inputs, required_params as _required
 
 BATCH = 2
 SEQ_LEN = 8
@@ -22,7 +23,7 @@ CHOICES = 2
 WAVEFORM_SECONDS = 0.5  # x-vector heads' dilated convolutions need about 15 frames
 # Forward parameters any of which is the main input of a model.
 MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values", "pixel_values_videos",
-               "flattened_patches")
+               "flattened_patches", "audio_mel")
 
 
 class MissingInputBuilder(Exception):
@@ -217,7 +218,7 @@ def _audio(key: str):
         if features is None or key not in features:
             # no extractor, or one for another input (wav2vec2-bert maps to the raw-waveform one):
             # features of the shape the forward documents
-            documented = _documented(model, config, {key}, seed)
+            documented = documented_inputs(model, config, {key}, seed)
             if key in documented:
                 return documented[key]
             maker = "the type has no feature extractor" if features is None else "its feature extractor makes none"
@@ -233,7 +234,7 @@ def _audio_mask(config, model, seed, task):
 
     features, _ = _extractor_features(config, model, seed)
     if features is None or "input_features" not in features:
-        documented = _documented(model, config, {"input_features_mask", "feature_attention_mask"}, seed)
+        documented = documented_inputs(model, config, {"input_features_mask", "feature_attention_mask"}, seed)
         if documented:  # beside documented features (see _audio)
             return next(iter(documented.values()))
         raise MissingInputBuilder(f"no feature extractor of {type(model).__name__} makes features to mask")
@@ -280,6 +281,9 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "input_features": _audio("input_features"),
     "input_features_mask": _audio_mask,
     "feature_attention_mask": _audio_mask,
+    # Gemma 3n's audio tower: mel features by another name, and a mask that flags padded frames
+    "audio_mel": _audio("input_features"),
+    "audio_mel_mask": lambda config, model, seed, task: _audio_mask(config, model, seed, task) == 0,
     "visual_feats": _region_features("visual_feat_dim", 2048),
     "visual_pos": _region_features("visual_pos_dim", 4),
     **{name: series_builder(name) for name in SERIES_INPUTS},  # series.py
@@ -292,11 +296,6 @@ def _has_audio_tokens(config: Any) -> bool:
 
 # Parameters built only for a forward that requires them (optional, they change what it computes).
 ONLY_WHEN_REQUIRED = frozenset({"bool_masked_pos"})
-
-
-def _required(params: dict[str, inspect.Parameter]) -> set[str]:
-    return {name for name, p in params.items() if p.default is inspect.Parameter.empty
-            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and name != "self"}
 
 
 # Inputs a vision-language model takes beside the image to make its image features.
@@ -326,10 +325,15 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     from conformance.models.codec_inputs import codec_inputs
     from conformance.models.patches import tower_patch_inputs
 
-    patches = tower_patch_inputs(model, params, seed) or codec_inputs(model, params, seed)
+    from conformance.models.drafts import draft_inputs
+
+    patches = tower_patch_inputs(model, params, seed) or codec_inputs(model, params, seed) \
+        or draft_inputs(model, params, seed)
     config = model.config
     if not patches and not any(name in params for name in MAIN_INPUTS):
-        return _documented_inputs(model, params, seed)
+        from conformance.models.documented import inputs_of_forward_without_main_input
+
+        return inputs_of_forward_without_main_input(model, params, seed)
     wanted = [name for name in BUILDERS if name in params
               and (name not in ONLY_WHEN_REQUIRED or name in _required(params))]
     text_after_audio = False
@@ -357,7 +361,7 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
 
         rows = BATCH * stacked_rows(model, "decoder_input_ids")
         inputs["decoder_input_ids"] = token_ids(config, (rows, DECODER_LEN), seed + 3)
-    inputs.update(_documented(model, config, _required(params) - set(inputs), seed))
+    inputs.update(documented_inputs(model, config, _required(params) - set(inputs), seed))
     missing = _required(params) - set(inputs)
     if missing:
         raise MissingInputBuilder(f"{type(model).__name__}.forward requires {', '.join(sorted(missing))}")
@@ -372,33 +376,3 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     from conformance.models.codebook_tokens import with_codebook_layout
 
     return with_codebook_layout(model, inputs)
-
-
-# Documented arguments left to the model even where a forward has no other input: it derives them.
-DERIVED = frozenset({"position_ids", "cache_position", "past_key_values", "cache", "labels", "head_mask",
-                     "inputs_embeds", "decoder_inputs_embeds"})
-
-
-def _documented(model: Any, config: Any, names: set[str], seed: int) -> dict[str, Any]:
-    from conformance.models.documented import documented_input, documented_tensors
-
-    documented = documented_tensors(model.forward, frozenset(_required(dict(inspect.signature(model.forward).parameters))))
-    return {name: documented_input(documented[name], config, seed) for name in sorted(names) if name in documented}
-
-
-def _documented_inputs(model: Any, params: dict[str, inspect.Parameter], seed: int) -> dict[str, Any]:
-    """Inputs of a forward that takes none of MAIN_INPUTS (trajectories, latents, embeddings):
-    every documented tensor it requires, and the optional ones it reads (not masks, not what the
-    model derives)."""
-    from conformance.models.documented import documented_tensors
-
-    required = _required(params)
-    documented = documented_tensors(model.forward, frozenset(required))
-    wanted = {name for name in documented if name in params
-              and (name in required or ("mask" not in name and name not in DERIVED))}
-    inputs = _documented(model, model.config, wanted, seed)
-    if not inputs or required - set(inputs):
-        raise MissingInputBuilder(f"{type(model).__name__}.forward takes none of {', '.join(MAIN_INPUTS)}"
-                                  + (f" and documents no shape for {', '.join(sorted(required - set(inputs)))}"
-                                     if required - set(inputs) else ""))
-    return inputs

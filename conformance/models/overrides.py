@@ -89,6 +89,18 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # size too); the checkpoints' text config turns off per-layer inputs, MoE and wide MLPs.
     "gemma4_assistant": {"text_config": {"hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0,
                                          "enable_moe_block": False, "use_double_wide_mlp": False}},
+    # Its keys and values are rounded to NVFP4 in blocks of 16, which the validator requires of
+    # head_dim (the generic shrink makes it 8); its indexer heads share key head 0, so there are
+    # no more of them than the tiny model's query heads per key head.
+    "kolibri1_1": {"head_dim": 16, "index_num_heads": 1},
+    # The talker's MoE blocks build a shared expert of shared_expert_intermediate_size, and the
+    # talker reads spatial_merge_size, fields its config classes do not define (the full-size
+    # default fails alike); the checkpoints give them (the merge as the vision tower's, 2).
+    "qwen3_omni_moe": {"talker_config": {"spatial_merge_size": 2,
+                                         "text_config": {"shared_expert_intermediate_size": 32}}},
+    # The projector stacks downsample_factor encoder frames (4): the zoo's half second of audio
+    # makes 25, so 5 keep the stacking in play with none left over.
+    "voxtral_realtime": {"downsample_factor": 5},
     # The delay pattern has one entry per codebook channel, which the shrink cut to three.
     "dia": {"delay_pattern": [0, 1, 2]},
     # The visual and audio code ranges follow each other inside the text vocabulary: tiny

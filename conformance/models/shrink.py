@@ -13,6 +13,7 @@ from conformance.models.shrink_joins import (backbone_outputs, feature_sizes_fol
                                              layer_indices_follow_layers, merged_widths_follow, patch_query_counts,
                                              pinpoints_follow_image_size, pooled_image_tokens,
                                              stem_width_follows_stages, wide_rotary_follows_heads)
+from conformance.models.shrink_layers import kept_layers, layer_indices_follow_kept
 
 # Tiny sizes. A rule only ever shrinks a default (min), so small defaults stay.
 VOCAB = 128
@@ -56,11 +57,8 @@ SIZE_RULES: dict[str, int] = {
 # horizon of time-series transformers (their context length defaults to it).
 LEFT_TO_CHECKPOINT = {"vocab_size": VOCAB, "prediction_length": 4}
 PER_LAYER_SUFFIX = "_per_layer"
-# Image placeholder tokens a vision-language config may leave to the checkpoint.
-IMAGE_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id")
-# Lists naming each layer's kind, and the layer counts they must match.
-LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
-LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
+# Image (and video) placeholder tokens a vision-language config may leave to the checkpoint.
+IMAGE_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
 # Expert counts an MoE config may leave at None (its modeling code then fails).
 MOE_COUNT_KEYS = frozenset({"num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok",
                             "n_shared_experts"})
@@ -116,38 +114,19 @@ def _limited(key: str, value: Any) -> Any:
     return value
 
 
-def _kept_layers(values: dict[str, Any]) -> tuple[str, int, list[int]] | None:
-    """(layer-count key, original count, original indices to keep): one layer of each kind in
-    `layer_types` and the other per-layer kind lists together (first occurrence, in order; hybrids
-    keep an attention layer, MoE stacks a sparse one), at least two."""
-    count_key = next((k for k in LAYER_COUNT_KEYS if isinstance(values.get(k), int)), None)
-    if count_key is None or values[count_key] < 2:
-        return None
-    total = values[count_key]
-    # each layer's kind in every per-layer list of names (attention kind, dense/sparse MLP, ...)
-    lists = [values[k] for k in sorted(values) if isinstance(values[k], list) and len(values[k]) == total
-             and all(isinstance(v, str) for v in values[k]) and (k in LAYER_LIST_KEYS or k.endswith("_types"))]
-    kinds = list(zip(*lists)) if lists else None
-    kept = list({kind: i for i, kind in reversed(list(enumerate(kinds)))}.values()) if kinds else []
-    for i in range(total):
-        if len(kept) >= 2:
-            break
-        if i not in kept:
-            kept.append(i)
-    return count_key, total, sorted(kept)
-
-
 def _per_layer(values: dict[str, Any]) -> dict[str, Any]:
     """Per-layer fields cut to the kept layers: every list as long as the layer count (layer
     kinds, per-layer sizes, sparsity patterns) and `per_layer_config` keyed by layer index."""
-    found = _kept_layers(values)
+    found = kept_layers(values)
     if found is None:
         return {}
     count_key, total, kept = found
     out: dict[str, Any] = {count_key: len(kept)}
     for key, value in values.items():
-        if isinstance(value, list) and len(value) == total and key != count_key:
+        # (`target_layer_ids` name another model's layers, however many there are of them)
+        if isinstance(value, list) and len(value) == total and key != count_key and not key.endswith("_layer_ids"):
             out[key] = _limited(key, [value[i] for i in kept])
+    out.update(layer_indices_follow_kept(values, total, kept))
     shared = values.get("num_kv_shared_layers")
     if isinstance(shared, int) and shared:
         # layers that reuse an earlier layer's KV cache: all of them (a draft model) or none
