@@ -129,6 +129,15 @@ def documented_inputs(model: Any, config: Any, names: set[str], seed: int) -> di
     return {name: documented_input(documented[name], config, seed) for name in sorted(names) if name in documented}
 
 
+# The inputs a rule in modalities.py builds; a forward taking none of them gets documented shapes.
+MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values", "pixel_values_videos",
+               "flattened_patches", "audio_mel")
+
+
+class MissingInputBuilder(Exception):
+    """No rule builds this forward's main input."""
+
+
 # Documented arguments left to the model even where a forward has no other input: it derives them.
 DERIVED = frozenset({"position_ids", "cache_position", "past_key_values", "cache", "labels", "head_mask",
                      "inputs_embeds", "decoder_inputs_embeds"})
@@ -138,8 +147,6 @@ def inputs_of_forward_without_main_input(model: Any, params: dict[str, inspect.P
     """Inputs of a forward that takes none of the main inputs (trajectories, latents, embeddings):
     every documented tensor it requires, and the optional ones it reads (not masks, not what the
     model derives)."""
-    from conformance.models.modalities import MAIN_INPUTS, MissingInputBuilder
-
     if getattr(model.forward, "__name__", "") == "_forward_unimplemented":
         # generate-only pipelines of several models (Bark, the Qwen Omni wrappers)
         raise MissingInputBuilder(f"{type(model).__name__} has no forward of its own (generate only)")

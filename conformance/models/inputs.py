@@ -12,45 +12,17 @@ import inspect
 from typing import Any
 
 from conformance.models.tokens import DECODER_LEN, _generator, text_config, token_ids
-
-BATCH = 2
+from conformance.models.vision_features import BATCH, image_bounds, image_encoder, image_token_id, pixel_values
+from conformance.models.vision_features import feature_method as _feature_method
+from conformance.models.vision_features import feature_rows as _feature_rows
+from conformance.models.vision_features import with_image_tokens as _with_image_tokens
 SEQ_LEN = 8
 NUM_LABELS = 2
-
-def image_size(config: Any) -> tuple[int, int, int]:
-    vision = getattr(config, "vision_config", None) or config
-    size = getattr(vision, "image_size", None) or 32
-    if isinstance(size, (list, tuple)):
-        height, width = int(size[0]), int(size[-1])
-    elif isinstance(size, dict):
-        height, width = int(size.get("height", 32)), int(size.get("width", 32))
-    else:
-        height = width = int(size)
-    return int(getattr(vision, "num_channels", 3) or 3), height, width
-
-
-def pixel_values(config: Any, seed: int, batch: int = BATCH):
-    import torch
-
-    channels, height, width = image_size(config)
-    return torch.randn((batch, channels, height, width), generator=_generator(seed + 1))
-
 
 # The tasks built by the rules below; every other task builds from the forward signature.
 LEGACY_TASKS = frozenset({"causal-lm", "seq2seq-lm", "masked-lm", "sequence-classification",
                           "image-classification", "image-text-to-text"})
-# (a video-only model's frames take the video placeholder: InstructBLIP-Video)
-IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
 AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
-
-
-def image_token_id(config: Any, keys: tuple[str, ...] = IMAGE_TOKEN_KEYS) -> int | None:
-    for cfg in (config, text_config(config)):
-        for key in keys:
-            value = getattr(cfg, key, None)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-    return None
 
 
 def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]]:
@@ -121,65 +93,6 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
     return [{**c, **companions} for c in candidates]
 
 
-def image_encoder(model: Any) -> Any | None:
-    """What makes the model's image features: the head itself, or the model it wraps when only
-    that one has `get_image_features` (DeepSeek-VL, Janus); None for a model without one."""
-    if without_vision(model.config):
-        return None
-    for method in FEATURE_METHODS:
-        for owner in (model, getattr(model, "model", None)):
-            if owner is not None and hasattr(owner, method):
-                return owner
-    return None
-
-
-# What makes a vision-language model's visual features: images, else video frames.
-FEATURE_METHODS = ("get_image_features", "get_video_features")
-
-
-def _feature_method(encoder: Any) -> str:
-    return next(method for method in FEATURE_METHODS if hasattr(encoder, method))
-
-
-def without_vision(config: Any, part: str = "vision_config") -> bool:
-    """A config whose vision (or other `part`) is optional and left out (EmbeddingGemma 2 is
-    text-only unless a checkpoint adds towers): its model takes no input of that part."""
-    return part in (getattr(config, "sub_configs", None) or {}) and getattr(config, part, None) is None
-
-
-def towerless(config: Any, names: list[str]) -> list[str]:
-    """`names` less the inputs of the optional towers `config` leaves out, when text is among them."""
-    if "input_ids" not in names:
-        return names
-    left_out = tuple(prefix for part, prefix in (("vision_config", "pixel_values"), ("audio_config", "input_"))
-                     if without_vision(config, part))
-    return [name for name in names if name == "input_ids" or not name.startswith(left_out)]
-
-
-def _feature_rows(model: Any, image_inputs: dict[str, Any], batch: int, method: str = "get_image_features") -> int | None:
-    """Rows of text-width features per image (or per clip) that `method` makes, or None."""
-    import torch
-
-    try:
-        with torch.no_grad():
-            found = getattr(model, method)(**image_inputs)
-    except Exception:  # noqa: BLE001 - not this layout
-        return None
-    hidden, deep = getattr(found, "last_hidden_state", None), getattr(found, "deepstack_features", None)
-    found = getattr(found, "pooler_output", found)
-    if found is None and deep:  # features only per text layer, (layer, per-image tensors) (Granite 4 Vision)
-        found = deep[0][1]
-    width = getattr(text_config(model.config), "hidden_size", None)
-    if found is None and isinstance(hidden, torch.Tensor) and hidden.shape[-1] == width:
-        found = hidden  # features already text-wide with no pooling (Fuyu's patch embeddings)
-    if isinstance(found, torch.Tensor):
-        found = [found]
-    if not isinstance(found, (list, tuple)) or not found or not all(isinstance(f, torch.Tensor) for f in found):
-        return None
-    rows = sum(f.numel() for f in found) // found[0].shape[-1]
-    return rows // batch if rows and rows % batch == 0 else None
-
-
 def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], int | None]:
     """(image keyword arguments, placeholder tokens per image) for a vision-language model: the
     first layout its own `get_image_features` accepts, and how many feature rows it made (the
@@ -191,24 +104,6 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
         if count:
             return candidate, count
     return {"pixel_values": pixel_values(config, seed)}, None
-
-
-def _with_image_tokens(ids: Any, token: int, count: int, bounds: tuple[int, ...] = ()):
-    """`count` image placeholders after the first text token of every row, between the `bounds`
-    (start, end) tokens when given."""
-    import torch
-
-    row = [bounds[0]] + [token] * count + [bounds[1]] if bounds else [token] * count
-    placeholders = torch.tensor([row] * ids.shape[0], dtype=ids.dtype)
-    return torch.cat([ids[:, :1], placeholders, ids[:, 1:]], dim=1)
-
-
-def image_bounds(config: Any) -> tuple[int, ...]:
-    """The (start, end) token ids a model's code counts around each image's placeholders (Ovis 2.5
-    checks one pair per image), or () when its config names no such pair."""
-    start = image_token_id(config, ("image_start_token_id",))
-    end = image_token_id(config, ("image_end_token_id",))
-    return (start, end) if start is not None and end is not None else ()
 
 
 def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, model: Any = None) -> dict[str, Any]:
@@ -223,7 +118,7 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
 
         inner = wrapped_vlm(model)
         if inner is not None:
-            return wrapped_inputs(model, inner, seed)
+            return wrapped_inputs(model, make_inputs("image-text-to-text", inner.config, seed, model=inner))
     from conformance.models.policy_inputs import policy_inputs, takes_policy_inputs
 
     if model is not None and takes_policy_inputs(model):

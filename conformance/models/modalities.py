@@ -15,36 +15,20 @@ from typing import Any
 
 from conformance.models.series import SERIES_INPUTS, series_builder
 from conformance.models.tasks import mapping_of
-from conformance.models.documented import documented_inputs, required_params as _required
+from conformance.models.tokens import config_value as _get
+from conformance.models.documented import (MAIN_INPUTS, MissingInputBuilder, documented_inputs,  # noqa: F401 - re-exported
+                                          required_params as _required)
 
 BATCH = 2
 SEQ_LEN = 8
 CHOICES = 2
 WAVEFORM_SECONDS = 0.5  # x-vector heads' dilated convolutions need about 15 frames
-# Forward parameters any of which is the main input of a model.
-MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "past_values", "pixel_values_videos",
-               "flattened_patches", "audio_mel")
-
-
-class MissingInputBuilder(Exception):
-    """No rule builds this forward's main input."""
 
 
 def _generator(seed: int):
     import torch
 
     return torch.Generator().manual_seed(seed)
-
-
-def _get(config: Any, *names: str, default: Any = None) -> Any:
-    """The first of `names` set on the config or one of its vision/audio/text sub-configs."""
-    for cfg in (config, getattr(config, "vision_config", None), getattr(config, "audio_config", None),
-                getattr(config, "text_config", None), getattr(config, "encoder_config", None)):
-        for name in names:
-            value = getattr(cfg, name, None) if cfg is not None else None
-            if value is not None:
-                return value
-    return default
 
 
 def _side(value: Any) -> tuple[int, int]:
@@ -316,6 +300,21 @@ def image_companions(model: Any, seed: int) -> dict[str, Any]:
     return out
 
 
+def without_vision(config: Any, part: str = "vision_config") -> bool:
+    """A config whose vision (or other `part`) is optional and left out (EmbeddingGemma 2 is
+    text-only unless a checkpoint adds towers): its model takes no input of that part."""
+    return part in (getattr(config, "sub_configs", None) or {}) and getattr(config, part, None) is None
+
+
+def towerless(config: Any, names: list[str]) -> list[str]:
+    """`names` less the inputs of the optional towers `config` leaves out, when text is among them."""
+    if "input_ids" not in names:
+        return names
+    left_out = tuple(prefix for part, prefix in (("vision_config", "pixel_values"), ("audio_config", "input_"))
+                     if without_vision(config, part))
+    return [name for name in names if name == "input_ids" or not name.startswith(left_out)]
+
+
 def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
     """Keyword arguments for `model.forward`: every parameter a rule knows that the forward takes,
     an attention mask beside token ids, decoder ids for encoder-decoders."""
@@ -341,8 +340,6 @@ def signature_inputs(task: str, model: Any, seed: int) -> dict[str, Any]:
             and "input_ids" not in _required(params) and not _has_audio_tokens(config):
         wanted.remove("input_ids")  # speech models that also accept text take audio first (speech_text.py)
         text_after_audio = True
-    from conformance.models.inputs import towerless
-
     wanted = towerless(config, wanted)
     if "input_values" in wanted and "input_features" in wanted:
         wanted.remove("input_features")  # an encoder-decoder takes either (not both): the waveform

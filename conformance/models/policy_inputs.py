@@ -38,7 +38,8 @@ def _vision_language_part(model: Any) -> Any:
 def policy_inputs(model: Any, seed: int, labels: bool = False) -> dict[str, Any]:
     import torch
 
-    from conformance.models.inputs import _feature_rows, _with_image_tokens, image_token_id, pixel_values
+    from conformance.models.vision_features import feature_rows as _feature_rows, image_token_id, pixel_values
+    from conformance.models.vision_features import with_image_tokens as _with_image_tokens
 
     config, params = model.config, inspect.signature(model.forward).parameters
     vlm = _vision_language_part(model)

@@ -20,7 +20,7 @@ SERIES_INPUTS = ("past_values", "past_time_features", "past_observed_mask", "pas
 
 
 def series_length(config: Any) -> int:
-    from conformance.models.modalities import _get
+    from conformance.models.tokens import config_value as _get
 
     context = int(_get(config, "context_length", default=32))
     lags = _get(config, "lags_sequence", default=[0]) or [0]
@@ -43,7 +43,7 @@ def takes_univariate(config: Any, model: Any) -> bool:
 
 
 def series_shape(key: str, config: Any, model: Any) -> tuple[int, ...]:
-    from conformance.models.modalities import _get
+    from conformance.models.tokens import config_value as _get
 
     length = series_length(config)
     if key == "past_time_features":

@@ -32,7 +32,7 @@ def session_inputs(model: Any, seed: int) -> dict[str, Any] | None:
     """{inference_session, frame_idx} for a tracker's forward, or None for another forward."""
     import torch
 
-    from conformance.models.inputs import image_size
+    from conformance.models.vision_features import image_size
 
     cls = session_class(model)
     if cls is None or not hasattr(cls, "add_point_inputs"):

@@ -46,3 +46,14 @@ def token_ids(config: Any, shape: tuple[int, ...], seed: int):
     allowed = torch.tensor([i for i in range(vocab) if i not in _all_token_ids(config)] or [vocab - 1])
     picks = torch.randint(0, len(allowed), shape, generator=_generator(seed))
     return allowed[picks]
+
+
+def config_value(config: Any, *names: str, default: Any = None) -> Any:
+    """The first of `names` set on the config or one of its vision/audio/text sub-configs."""
+    for cfg in (config, getattr(config, "vision_config", None), getattr(config, "audio_config", None),
+                getattr(config, "text_config", None), getattr(config, "encoder_config", None)):
+        for name in names:
+            value = getattr(cfg, name, None) if cfg is not None else None
+            if value is not None:
+                return value
+    return default

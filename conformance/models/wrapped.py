@@ -11,7 +11,7 @@ from typing import Any
 def wrapped_vlm(model: Any) -> Any | None:
     """The vision-language model `model` wraps (its base model, when that one makes image features
     and the head itself does not), or None."""
-    from conformance.models.inputs import image_encoder
+    from conformance.models.vision_features import image_encoder
 
     inner = getattr(model, "base_model", model)
     if inner is model or not hasattr(inner, "forward") or image_encoder(model) is not None:
@@ -19,11 +19,8 @@ def wrapped_vlm(model: Any) -> Any | None:
     return inner if image_encoder(inner) is not None else None
 
 
-def wrapped_inputs(model: Any, inner: Any, seed: int) -> dict[str, Any]:
-    """The inner model's image-text inputs, as the wrapping head's forward takes them."""
-    from conformance.models.inputs import make_inputs
-
-    inputs = make_inputs("image-text-to-text", inner.config, seed, model=inner)
+def wrapped_inputs(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inner model's image-text `inputs`, as the wrapping head's forward takes them."""
     params = inspect.signature(model.forward).parameters
     pixels, grid = inputs.get("pixel_values"), inputs.get("image_grid_thw")
     if "image_grid_thw" in params and grid is not None and pixels is not None and pixels.dim() == 2:

@@ -20,7 +20,7 @@ NEWLY_RUNNING = [
 
 
 def test_image_bounds_need_both_ids():
-    from conformance.models.inputs import _with_image_tokens, image_bounds
+    from conformance.models.vision_features import image_bounds, with_image_tokens as _with_image_tokens
 
     assert image_bounds(SimpleNamespace(image_start_token_id=5, image_end_token_id=6)) == (5, 6)
     assert image_bounds(SimpleNamespace(image_start_token_id=5)) == ()
@@ -31,7 +31,7 @@ def test_image_bounds_need_both_ids():
 
 
 def test_left_out_towers_drop_their_inputs_only_beside_text():
-    from conformance.models.inputs import towerless
+    from conformance.models.modalities import towerless
 
     config = SimpleNamespace(sub_configs={"vision_config": None, "audio_config": None, "text_config": None},
                              vision_config=None, audio_config=SimpleNamespace())
