@@ -56,7 +56,7 @@ def _one_line(exc: BaseException) -> str:
 
 def classify(exc: BaseException, stage: str) -> Failure:
     """The cause of `exc`, raised while making the pair's `stage` (one of STAGES)."""
-    from conformance.models.modalities import MissingInputBuilder
+    from conformance.models.documented import MissingInputBuilder
 
     chain = _chain(exc)
     for link in chain:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import inspect
 import math
 from typing import Any
+from conformance.models.tokens import BATCH
 
-BATCH = 2
 FRAMES = 2
 
 

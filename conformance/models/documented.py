@@ -14,9 +14,8 @@ import inspect
 import math
 import re
 from typing import Any
+from conformance.models.tokens import BATCH, SEQ_LEN
 
-BATCH = 2
-SEQ_LEN = 8
 # "name (`torch.LongTensor` of shape `(batch_size, sequence_length)`" (or `[batch_size, ...]`)
 DOCUMENTED_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)` of shape `(?:\(([^)]*)\)|\[([^\]]*)\])`", re.M)
 # A dimension sized by the length of a config list: `len(config.target_layer_ids)`.

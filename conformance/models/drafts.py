@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.models.tokens import _generator
-
-BATCH = 2
-SEQ_LEN = 8
+from conformance.models.tokens import BATCH, SEQ_LEN, _generator
 
 
 def _kv_readers(model: Any) -> dict[str, tuple[int, int]]:

@@ -11,12 +11,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from conformance.models.tokens import DECODER_LEN, _generator, text_config, token_ids
-from conformance.models.vision_features import BATCH, image_bounds, image_encoder, image_token_id, pixel_values
-from conformance.models.vision_features import feature_method as _feature_method
-from conformance.models.vision_features import feature_rows as _feature_rows
-from conformance.models.vision_features import with_image_tokens as _with_image_tokens
-SEQ_LEN = 8
+from conformance.models.tokens import BATCH, DECODER_LEN, SEQ_LEN, _generator, text_config, token_ids
+from conformance.models.vision_features import (feature_method, feature_rows, image_bounds, image_encoder,
+                                                image_token_id, pixel_values, with_image_tokens)
+
 NUM_LABELS = 2
 
 # The tasks built by the rules below; every other task builds from the forward signature.
@@ -64,7 +62,7 @@ def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]
 
         # per-image merge windows (VideoLLaMA 3), named by the head or by the model it wraps
         encoder = image_encoder(model)
-        named = {*inspect.signature(getattr(encoder, _feature_method(encoder))).parameters, *params}
+        named = {*inspect.signature(getattr(encoder, feature_method(encoder))).parameters, *params}
         extra = {name: merge_sizes(vision, pixels.shape[0]) for name in named
                  if name.endswith("merge_sizes") and not name.startswith("video")}
         candidates += [{"pixel_values": patches, "image_grid_thw": grid, **extra}
@@ -100,7 +98,7 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     encoder = image_encoder(model)
     candidates = _image_candidates(model, config, seed) if encoder is not None else []
     for candidate in candidates:
-        count = _feature_rows(encoder, candidate, BATCH, _feature_method(encoder))
+        count = feature_rows(encoder, candidate, BATCH, feature_method(encoder))
         if count:
             return candidate, count
     return {"pixel_values": pixel_values(config, seed)}, None
@@ -182,7 +180,7 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             inputs.update(slot_inputs(model, ids, inputs, count))
             ids = inputs["input_ids"]
         if token is not None and count:
-            ids = _with_image_tokens(ids, token, count, image_bounds(config))
+            ids = with_image_tokens(ids, token, count, image_bounds(config))
             inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
             if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
                 # multimodal RoPE (Qwen2-VL family) places tokens by type: 1 marks image tokens
@@ -218,13 +216,13 @@ def _with_audio_tokens(model: Any, config: Any, inputs: dict[str, Any]) -> dict[
     if "kwargs" in accepted:  # a head that hands everything on: the audio itself
         accepted |= {"input_features", "input_values"}
     audio = {k: v for k, v in inputs.items() if k in accepted and k not in ("input_ids", "attention_mask")}
-    count = _feature_rows(encoder, audio, BATCH, "get_audio_features") if audio else None
+    count = feature_rows(encoder, audio, BATCH, "get_audio_features") if audio else None
     if not count or (aligned and count < 2):
         return inputs
     if aligned:  # one token per audio frame: the frames are added to the token embeddings
         ids = token_ids(config, (BATCH, count), 0)
     else:
-        ids = _with_image_tokens(inputs["input_ids"], token, count)
+        ids = with_image_tokens(inputs["input_ids"], token, count)
     out = {**inputs, "input_ids": ids}
     if "attention_mask" in inputs:
         out["attention_mask"] = torch.ones_like(ids)

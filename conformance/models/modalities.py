@@ -13,14 +13,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from conformance.models.documented import MAIN_INPUTS, MissingInputBuilder, documented_inputs
+from conformance.models.documented import required_params as _required
 from conformance.models.series import SERIES_INPUTS, series_builder
 from conformance.models.tasks import mapping_of
 from conformance.models.tokens import config_value as _get
-from conformance.models.documented import (MAIN_INPUTS, MissingInputBuilder, documented_inputs,  # noqa: F401 - re-exported
-                                          required_params as _required)
+from conformance.models.tokens import BATCH, SEQ_LEN
 
-BATCH = 2
-SEQ_LEN = 8
 CHOICES = 2
 WAVEFORM_SECONDS = 0.5  # x-vector heads' dilated convolutions need about 15 frames
 

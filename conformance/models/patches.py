@@ -12,9 +12,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from conformance.models.tokens import _generator
+from conformance.models.tokens import BATCH, _generator
 
-BATCH = 2
 
 # Names a config gives its temporal patch depth and its merge window.
 TEMPORAL_KEYS = ("temporal_patch_size", "patch_temporal")

@@ -9,10 +9,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from conformance.models.tokens import _generator, token_ids
+from conformance.models.tokens import BATCH, SEQ_LEN, _generator, token_ids
 
-BATCH = 2
-SEQ_LEN = 8
 CAMERAS = 1
 TIMESTEP = 0.5  # fixed: the forward draws one from a Beta distribution when none is given
 # Config fields that size an action chunk: a policy's config names both.
@@ -38,17 +36,16 @@ def _vision_language_part(model: Any) -> Any:
 def policy_inputs(model: Any, seed: int, labels: bool = False) -> dict[str, Any]:
     import torch
 
-    from conformance.models.vision_features import feature_rows as _feature_rows, image_token_id, pixel_values
-    from conformance.models.vision_features import with_image_tokens as _with_image_tokens
+    from conformance.models.vision_features import feature_rows, image_token_id, pixel_values, with_image_tokens
 
     config, params = model.config, inspect.signature(model.forward).parameters
     vlm = _vision_language_part(model)
     images = pixel_values(vlm.config, seed, BATCH * CAMERAS)
-    per_image = _feature_rows(vlm, {"pixel_values": images}, BATCH * CAMERAS)
+    per_image = feature_rows(vlm, {"pixel_values": images}, BATCH * CAMERAS)
     ids = token_ids(vlm.config, (BATCH, SEQ_LEN), seed)
     token = image_token_id(vlm.config)
     if per_image and token is not None:
-        ids = _with_image_tokens(ids, token, per_image * CAMERAS)
+        ids = with_image_tokens(ids, token, per_image * CAMERAS)
     inputs: dict[str, Any] = {
         "input_ids": ids, "attention_mask": torch.ones_like(ids),
         "pixel_values": images.reshape(BATCH, CAMERAS, *images.shape[1:]),

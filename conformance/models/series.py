@@ -13,8 +13,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from typing import Any
+from conformance.models.tokens import BATCH
 
-BATCH = 2
 # The series inputs this module builds, by forward parameter name.
 SERIES_INPUTS = ("past_values", "past_time_features", "past_observed_mask", "past_values_padding")
 

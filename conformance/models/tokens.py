@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# Every input builder's tiny sizes: samples per batch, tokens per sample, decoder tokens.
+BATCH = 2
+SEQ_LEN = 8
 DECODER_LEN = 6
 
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.models.tokens import _generator, text_config
-
-BATCH = 2
+from conformance.models.tokens import BATCH, _generator, text_config
 
 
 def image_size(config: Any) -> tuple[int, int, int]:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conformance.models import causes, census
-from conformance.models.modalities import MissingInputBuilder
+from conformance.models.documented import MissingInputBuilder
 
 
 def _raise(exc):

@@ -20,13 +20,13 @@ NEWLY_RUNNING = [
 
 
 def test_image_bounds_need_both_ids():
-    from conformance.models.vision_features import image_bounds, with_image_tokens as _with_image_tokens
+    from conformance.models.vision_features import image_bounds, with_image_tokens
 
     assert image_bounds(SimpleNamespace(image_start_token_id=5, image_end_token_id=6)) == (5, 6)
     assert image_bounds(SimpleNamespace(image_start_token_id=5)) == ()
     import torch
 
-    ids = _with_image_tokens(torch.tensor([[1, 2]]), 9, 2, (5, 6))
+    ids = with_image_tokens(torch.tensor([[1, 2]]), 9, 2, (5, 6))
     assert ids.tolist() == [[1, 5, 9, 9, 6, 2]]
 
 
