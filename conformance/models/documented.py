@@ -14,7 +14,7 @@ import inspect
 import math
 import re
 from typing import Any
-from conformance.models.tokens import BATCH, SEQ_LEN
+from conformance.models.tokens import BATCH, SEQ_LEN, _generator
 
 # "name (`torch.LongTensor` of shape `(batch_size, sequence_length)`" (or `[batch_size, ...]`)
 DOCUMENTED_ARG = re.compile(r"^\s*(\w+) \(`([^`]*)` of shape `(?:\(([^)]*)\)|\[([^\]]*)\])`", re.M)
@@ -98,7 +98,7 @@ def documented_input(tensor: DocumentedTensor, config: Any, seed: int):
         return torch.ones(shape, dtype=torch.long)
     if tensor.integral or "padding" in tensor.name:
         return torch.zeros(shape, dtype=torch.long if tensor.integral else torch.float32)
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed + 9))
+    return torch.randn(shape, generator=_generator(seed + 9))
 
 
 def stacked_rows(model: Any, name: str) -> int:

@@ -17,17 +17,11 @@ from conformance.models.documented import MAIN_INPUTS, MissingInputBuilder, docu
 from conformance.models.documented import required_params as _required
 from conformance.models.series import SERIES_INPUTS, series_builder
 from conformance.models.tasks import mapping_of
+from conformance.models.tokens import BATCH, SEQ_LEN, _generator
 from conformance.models.tokens import config_value as _get
-from conformance.models.tokens import BATCH, SEQ_LEN
 
 CHOICES = 2
 WAVEFORM_SECONDS = 0.5  # x-vector heads' dilated convolutions need about 15 frames
-
-
-def _generator(seed: int):
-    import torch
-
-    return torch.Generator().manual_seed(seed)
 
 
 def _side(value: Any) -> tuple[int, int]:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from typing import Any
-from conformance.models.tokens import BATCH
+from conformance.models.tokens import BATCH, _generator
+from conformance.models.tokens import config_value as _get
 
 # The series inputs this module builds, by forward parameter name.
 SERIES_INPUTS = ("past_values", "past_time_features", "past_observed_mask", "past_values_padding")
 
 
 def series_length(config: Any) -> int:
-    from conformance.models.tokens import config_value as _get
-
     context = int(_get(config, "context_length", default=32))
     lags = _get(config, "lags_sequence", default=[0]) or [0]
     return context + int(max(lags))
@@ -43,8 +42,6 @@ def takes_univariate(config: Any, model: Any) -> bool:
 
 
 def series_shape(key: str, config: Any, model: Any) -> tuple[int, ...]:
-    from conformance.models.tokens import config_value as _get
-
     length = series_length(config)
     if key == "past_time_features":
         return BATCH, length, int(_get(config, "num_time_features", default=1))
@@ -63,6 +60,6 @@ def series_builder(key: str) -> Callable[..., Any]:
         shape = series_shape(key, config, model)
         if key == "past_values_padding":
             return torch.zeros(shape, dtype=torch.long)
-        tensor = torch.randn(shape, generator=torch.Generator().manual_seed(seed + 5))
+        tensor = torch.randn(shape, generator=_generator(seed + 5))
         return torch.ones_like(tensor) if key == "past_observed_mask" else tensor
     return build

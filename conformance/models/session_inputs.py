@@ -13,6 +13,8 @@ import inspect
 import sys
 from typing import Any
 
+from conformance.models.tokens import _generator
+
 FRAMES = 2
 SESSION = "inference_session"
 
@@ -38,7 +40,7 @@ def session_inputs(model: Any, seed: int) -> dict[str, Any] | None:
     if cls is None or not hasattr(cls, "add_point_inputs"):
         return None  # a session prompted otherwise (SAM 3 video's text prompts)
     channels, height, width = image_size(model.config)
-    video = torch.randn((FRAMES, channels, height, width), generator=torch.Generator().manual_seed(seed + 1))
+    video = torch.randn((FRAMES, channels, height, width), generator=_generator(seed + 1))
     session = cls(video=video, video_height=height, video_width=width, dtype=torch.float32)
     # one object, one positive click at the frame's centre, in the model's input pixel coordinates
     session.add_point_inputs(session.obj_id_to_idx(1), 0, {"point_coords": torch.tensor([[[[width / 2, height / 2]]]]),
