@@ -49,7 +49,7 @@ ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "e4m3fn": "
 
 @contextlib.contextmanager
 def without_rule_5():
-    from conformance import ulp
+    from conformance.numerics import ulp
 
     original = ulp.Numerics.verdict
     ulp.Numerics.verdict = lambda self, expect_rounding=None: None
@@ -84,7 +84,7 @@ def smallest_caught(ctx, op: str, dtype: str) -> float | None:
 def fp8_smallest_caught(op: str, dtype_name: str) -> float | None:
     import torch
 
-    from conformance import ulp
+    from conformance.numerics import ulp
     from conformance.numerics import compare
 
     dtype = getattr(torch, dtype_name)

@@ -8,7 +8,7 @@ load falls on all alike; printed is each policy's process CPU time and its ratio
 
     lazy        the float64 oracle only when the plain check fails (no statistics for a PASS)
     shipped     up front where the output holds a floating tensor the statistics measure
-                (`conformance.ulp.measurable`), and for bit-identical samples only until the item
+                (`conformance.numerics.ulp.measurable`), and for bit-identical samples only until the item
                 has `steps.IDENTICAL_ELEMENTS_MEASURED` of their elements; lazily elsewhere
     every       up front on every deterministic sample, whatever its output, uncapped
 
@@ -34,7 +34,7 @@ ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 @contextlib.contextmanager
 def policy(name: str):
-    from conformance import ulp
+    from conformance.numerics import ulp
     from conformance.opinfo import steps
 
     measurable, cap = ulp.measurable, steps.IDENTICAL_ELEMENTS_MEASURED

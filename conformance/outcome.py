@@ -13,7 +13,7 @@ A suite observes one of a closed set of things and hands it to `status_of`:
     an exception           the device raised; a missing kernel or dtype
                            in the backend's words (`classify_exception`) UNSUPPORTED
                            anything else                               ERROR
-    a Comparison           not ok (numerics.py's rule)                 MISMATCH
+    a Comparison           not ok (conformance/numerics/)              MISMATCH
                            ok, an op ran through the CPU fallback      FALLBACK
                            ok                                          PASS
 

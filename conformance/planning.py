@@ -101,7 +101,7 @@ class OpsOptions:
     max_samples: int | None = cli_option(None, "--max-samples", "At most N samples per item.", kind="count")
     reference_inputs: bool = cli_option(False, "--reference-inputs", "Use OpInfo's larger reference_inputs instead of "
                                         "sample_inputs.", kind="flag")
-    # None: any rounding but toward-zero and double-rounding passes (conformance/ulp.py).
+    # None: any rounding but toward-zero and double-rounding passes (conformance/numerics/ulp.py).
     expect_rounding: str | None = cli_option(None, "--expect-rounding", "The rounding the device must show where "
                                              "the CPU rounds to nearest even: nearest-even, toward-zero, stochastic "
                                              "or double-rounding. Default: anything but toward-zero and "

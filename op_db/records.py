@@ -96,7 +96,7 @@ class Result:
     check: str | None = None
     divergence: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
-    # ulp statistics vs the float64 oracle (conformance.ulp.Numerics.to_dict), {} when not measured
+    # ulp statistics vs the float64 oracle (conformance.numerics.ulp.Numerics.to_dict), {} when not measured
     numerics: dict[str, Any] = dataclasses.field(default_factory=dict)
     # compile mode: graph_breaks, break_reasons, recompiles, compile_s, graph_ops, phase, vs_eager
     # (conformance/compiling/watch.py, CompileFacts); empty for eager items
@@ -126,7 +126,7 @@ class Result:
 
 RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(Result))
 
-# How a device rounds into an output dtype (Result.numerics["rounding"], conformance.ulp).
+# How a device rounds into an output dtype (Result.numerics["rounding"], conformance.numerics.ulp).
 ROUNDING_CLASSES = ("nearest-even", "toward-zero", "stochastic", "double-rounding", "unknown")
 EXPECTABLE_ROUNDING = ROUNDING_CLASSES[:-1]
 

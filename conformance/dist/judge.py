@@ -1,6 +1,6 @@
 """One rank's verdict on one item: reference first, then the device, then the numerics rule.
 
-Statuses come from conformance/outcome.py (exceptions) and conformance/numerics.py
+Statuses come from conformance/outcome.py (exceptions) and conformance/numerics/
 (comparisons), as in every suite; `worst` merges the ranks' verdicts into the item's.
 """
 

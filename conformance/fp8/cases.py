@@ -4,7 +4,7 @@ A `Case` is one sample: CPU input tensors, a function `fn(device, *tensors)` tha
 the runner calls once on the CPU (the reference) and once on the device, and a
 judge. Conversions and data movement are judged bit for bit; `_scaled_mm` by the
 error bound documented in conformance/fp8/suite.py; every judge is a comparison of
-conformance/numerics.py.
+conformance/numerics/.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Case:
     check: str  # "bit-exact", "error-bound", "fp8-ulp", "numerics"
 
 
-# -- judges: the comparisons of conformance/numerics.py, bound to a case's inputs ----------
+# -- judges: the comparisons of conformance/numerics/, bound to a case's inputs ----------
 
 
 def judge_bits(*, nan_equal: bool, name_inputs: bool) -> Judge:

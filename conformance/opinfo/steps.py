@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from conformance import ulp
+from conformance.numerics import ulp
 from conformance.numerics import Comparison, compare
 from conformance.opinfo import checks as chk
 from conformance.opinfo import samples as smp

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 
 import torch
 
-from conformance import ulp
+from conformance.numerics import ulp
 from op_db.sim_profile import ROUNDING_KINDS, Fault, SimProfile
 
 DEVICE = "sim"

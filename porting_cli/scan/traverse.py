@@ -61,7 +61,6 @@ class Traversal:
 
     def _body(self, body: list[ast.stmt]) -> None:
         ctx = self.ctx
-        lines = ctx.lines
         for i, stmt in enumerate(body):
             if self.candidates is not None and not self._touches(stmt):
                 continue

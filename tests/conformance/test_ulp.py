@@ -1,4 +1,4 @@
-"""ulp statistics, the bias rule and rounding classification (conformance/ulp.py, rule 5).
+"""ulp statistics, the bias rule and rounding classification (conformance/numerics/ulp.py, rule 5).
 
 The library functions are checked against hand-computed values; the rule is checked end to
 end on the sim device: injected faults must be caught with the exact status, fault-free ops
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import conformance.sim as sim
-from conformance import ulp
+from conformance.numerics import ulp
 from conformance.config import RunConfig
 from conformance.engine.worker import init_worker, run_one
 from conformance.numerics import compare

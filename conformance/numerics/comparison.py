@@ -1,0 +1,88 @@
+"""The one outcome of every judge: `Comparison`, with the error measures the judges share."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from conformance.numerics import ulp
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Outcome of comparing one output (possibly a tuple of tensors)."""
+
+    ok: bool
+    rule: str  # "exact", "allclose", "oracle", "bias", "structure", FP8: "fp8-steps", "error-bound"
+    reason: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    err_ratio: float | None = None
+    leaf: int | None = None  # index of the first failing output leaf
+    where: str = ""  # the first failing place in words ("input 0x3a800001 (0.000977)", "grad lm_head.weight")
+    bound_ratio: float | None = None  # error-bound judges: worst |error| / bound (<= 1 passes)
+    samples: int = 1  # how many samples (or gradients) this comparison covers
+    passed: int | None = None  # how many of them passed; None: all when ok, else none
+    numerics: ulp.Numerics | None = None  # ulp statistics vs the float64 oracle, when one was given
+
+    @property
+    def samples_passed(self) -> int:
+        return self.passed if self.passed is not None else (self.samples if self.ok else 0)
+
+    def merge(self, other: "Comparison") -> "Comparison":
+        """Worst-of two comparisons (the leaves of one output, or the samples of one item):
+        failures win, errors take the maximum. Counts are the caller's to set."""
+        first_fail = self if not self.ok else other
+        return Comparison(
+            ok=self.ok and other.ok,
+            rule=first_fail.rule if not (self.ok and other.ok) else _stronger(self.rule, other.rule),
+            reason=first_fail.reason if not first_fail.ok else "",
+            max_abs_err=larger(self.max_abs_err, other.max_abs_err),
+            max_rel_err=larger(self.max_rel_err, other.max_rel_err),
+            err_ratio=larger(self.err_ratio, other.err_ratio),
+            leaf=first_fail.leaf if not first_fail.ok else None,
+            where=first_fail.where if not first_fail.ok else "",
+            bound_ratio=larger(self.bound_ratio, other.bound_ratio),
+            numerics=ulp.merge_numerics(self.numerics, other.numerics),
+        )
+
+
+def larger(a: float | None, b: float | None) -> float | None:
+    values = [v for v in (a, b) if v is not None]
+    return max(values) if values else None
+
+
+_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle", "bias", "fp8-steps", "error-bound")
+
+
+def _stronger(a: str, b: str) -> str:
+    return max(a, b, key=_RULE_STRENGTH.index)
+
+
+def rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.numel() == 0:
+        return 0.0
+    return float(((a - b) ** 2).mean().sqrt())
+
+
+def max_errors(dev: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    if dev.numel() == 0:
+        return 0.0, 0.0
+    diff = (dev - ref).abs()
+    finite = diff.isfinite()
+    if not bool(finite.any()):
+        return 0.0, 0.0
+    diff = diff[finite]
+    rel = diff / ref.abs()[finite].clamp_min(torch.finfo(torch.float64).tiny)
+    rel = torch.where(diff == 0, torch.zeros_like(rel), rel)
+    return float(diff.max()), float(rel.max())
+
+
+def error_ratio(dev: torch.Tensor, ref: torch.Tensor, hi: torch.Tensor) -> float | None:
+    dev_err, ref_err = rmse(dev, hi), rmse(ref, hi)
+    if ref_err == 0.0:
+        return 1.0 if dev_err == 0.0 else None
+    ratio = dev_err / ref_err
+    return ratio if math.isfinite(ratio) else None

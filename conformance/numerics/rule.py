@@ -1,0 +1,214 @@
+"""The numerics rule for floating and integer outputs (DESIGN.md, "The numerics rule").
+
+`compare(dev, ref, hi)` judges a device output against the CPU output in the
+same dtype (`ref`) and a float64 CPU oracle (`hi`):
+
+1. same structure, shape, dtype and NaN/Inf positions, or MISMATCH;
+   integer and bool outputs must be exact;
+2. PASS when every element is within assert_close's default tolerance for the
+   dtype (a caller may pass looser OpInfo overrides, never tighter ones);
+3. otherwise PASS when rmse(dev, hi) <= m * rmse(ref, hi) + atol_floor, with
+   m = 2 for float32 and m = 3 for float16/bfloat16 and for tensors of fewer
+   than SMALL_NUMEL elements, as torch._dynamo's accuracy check does: a device
+   may differ from the CPU as long as it is no further from the exact answer.
+
+With an oracle, every floating result also carries ulp statistics of device and CPU
+(`conformance.numerics.ulp`), and an otherwise passing result is a MISMATCH when the
+device's errors lean systematically where the CPU's do not (rule 5, `ulp.BiasRule`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from conformance.numerics import ulp
+from conformance.numerics.comparison import Comparison, error_ratio, max_errors, rmse
+from conformance.numerics.fp8 import compare_bits
+
+# (rtol, atol) of torch.testing.assert_close, by dtype.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex32: (1e-3, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+FP8_DTYPES = frozenset(
+    getattr(torch, name)
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+    if hasattr(torch, name)
+)
+HALF_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.complex32})
+SMALL_NUMEL = 10
+
+
+def tolerances(dtype: torch.dtype, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+    """assert_close's defaults for `dtype`, loosened (never tightened) by overrides."""
+    base_rtol, base_atol = DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+    return max(base_rtol, rtol or 0.0), max(base_atol, atol or 0.0)
+
+
+def atol_floor(dtype: torch.dtype) -> float:
+    """Absolute slack of rule 3, a tenth of the dtype's default atol."""
+    return DEFAULT_TOLERANCES.get(dtype, (0.0, 1e-5))[1] / 10
+
+
+def multiplier(dtype: torch.dtype, numel: int) -> float:
+    return 3.0 if dtype in HALF_DTYPES or numel < SMALL_NUMEL else 2.0
+
+
+def compare(
+    dev: Any,
+    ref: Any,
+    hi: Any = None,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    exact: bool = False,
+    bias_rule: bool = True,
+) -> Comparison:
+    """Judge `dev` (any device) against CPU `ref` and optional float64 oracle `hi`.
+
+    `bias_rule=False` measures ulp statistics without judging them: for a caller that judges
+    them over many samples itself (OpInfo with an expected rounding)."""
+    dev_leaves, dev_spec = pytree.tree_flatten(dev)
+    ref_leaves, ref_spec = pytree.tree_flatten(ref)
+    if dev_spec != ref_spec:
+        return Comparison(False, "structure", f"output structure differs: {dev_spec} vs {ref_spec}")
+    hi_leaves = pytree.tree_flatten(hi)[0] if hi is not None else [None] * len(ref_leaves)
+    if len(hi_leaves) != len(ref_leaves):
+        hi_leaves = [None] * len(ref_leaves)
+    total = Comparison(True, "exact")
+    for index, (d, r, h) in enumerate(zip(dev_leaves, ref_leaves, hi_leaves)):
+        result = compare_leaf(d, r, h, rtol=rtol, atol=atol, exact=exact, bias_rule=bias_rule)
+        if not result.ok:
+            result.leaf = index
+            if len(ref_leaves) > 1:
+                result.reason = f"output {index}: {result.reason}"
+        total = total.merge(result)
+    return total
+
+
+def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, exact=False, bias_rule=True) -> Comparison:
+    if not isinstance(ref, torch.Tensor):
+        return _compare_scalar(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
+    if not isinstance(dev, torch.Tensor):
+        return Comparison(False, "structure", f"expected a tensor, got {type(dev).__name__}")
+    if dev.dtype != ref.dtype:
+        return Comparison(False, "structure", f"dtype {_dt(dev.dtype)} differs from CPU's {_dt(ref.dtype)}")
+    if dev.shape != ref.shape:
+        return Comparison(False, "structure", f"shape {tuple(dev.shape)} differs from CPU's {tuple(ref.shape)}")
+    if dev.layout != torch.strided or ref.layout != torch.strided:
+        dev, ref = dev.to_dense(), ref.to_dense()
+        hi = hi.to_dense() if isinstance(hi, torch.Tensor) else hi
+    dev = dev.detach().to("cpu")
+    ref = ref.detach()
+    if ref.dtype in FP8_DTYPES:
+        return _with_numerics(compare_bits(dev, ref), dev, ref, hi, judge=False)
+    if not (ref.is_floating_point() or ref.is_complex()):
+        equal = torch.equal(dev, ref)
+        reason = "" if equal else _first_difference(dev, ref)
+        return Comparison(equal, "exact", reason, *(max_errors(dev.double(), ref.double()) if ref.numel() else (0.0, 0.0)))
+    if ref.is_complex():
+        dev, ref = torch.view_as_real(dev.resolve_conj()), torch.view_as_real(ref.resolve_conj())
+        if isinstance(hi, torch.Tensor) and hi.is_complex():
+            hi = torch.view_as_real(hi.resolve_conj())
+    result = _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
+    return _with_numerics(result, dev, ref, hi, judge=bias_rule and not exact)
+
+
+def _with_numerics(result: Comparison, dev, ref, hi, judge: bool) -> Comparison:
+    """Attach ulp statistics (rule 5) and turn a PASS into a MISMATCH when the device leans."""
+    if result.rule == "structure" or not isinstance(hi, torch.Tensor) or hi.shape != ref.shape \
+            or ref.dtype not in ulp.rounding_dtypes() or ref.numel() == 0:
+        return result
+    result.numerics = ulp.Numerics.of(dev.double(), ref.double(), hi.detach().double(), ref.dtype)
+    reason = result.numerics.verdict() if result.ok and judge else None
+    return dataclasses.replace(result, ok=False, rule="bias", reason=reason) if reason else result
+
+
+def _compare_float(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
+    if ref.numel() == 0:
+        return Comparison(True, "exact", "", 0.0, 0.0)
+    dev64, ref64 = dev.double(), ref.double()
+    nan_dev, nan_ref = dev64.isnan(), ref64.isnan()
+    if not torch.equal(nan_dev, nan_ref):
+        where = _first_index(nan_dev ^ nan_ref)
+        return Comparison(False, "structure", f"NaN positions differ (first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)})")
+    inf_dev = dev64.isinf()
+    if not torch.equal(inf_dev, ref64.isinf()) or not torch.equal(dev64[inf_dev], ref64[inf_dev]):
+        where = _first_index((inf_dev ^ ref64.isinf()) | (inf_dev & (dev64 != ref64)))
+        return Comparison(False, "structure", f"Inf positions differ (first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)})")
+    finite = ~(nan_ref | ref64.isinf())
+    max_abs, max_rel = max_errors(dev64[finite], ref64[finite])
+    ratio = None
+    if isinstance(hi, torch.Tensor) and hi.shape == ref.shape:
+        ratio = error_ratio(dev64[finite], ref64[finite], hi.detach().double()[finite])
+    if exact:
+        ok = torch.equal(dev64[finite], ref64[finite])
+        return Comparison(ok, "exact", "" if ok else _first_difference(dev64, ref64), max_abs, max_rel, ratio)
+    r, a = tolerances(ref.dtype, rtol, atol)
+    close = (dev64 - ref64).abs() <= a + r * ref64.abs()
+    close |= ~finite
+    if bool(close.all()):
+        return Comparison(True, "allclose", "", max_abs, max_rel, ratio)
+    if isinstance(hi, torch.Tensor) and hi.shape == ref.shape:
+        hi64 = hi.detach().double()[finite]
+        dev_err = rmse(dev64[finite], hi64)
+        ref_err = rmse(ref64[finite], hi64)
+        bound = multiplier(ref.dtype, ref.numel()) * ref_err + atol_floor(ref.dtype)
+        if dev_err <= bound:
+            return Comparison(True, "oracle", "", max_abs, max_rel, ratio)
+        oracle_note = f"; rmse vs float64 oracle {dev_err:.3g} > bound {bound:.3g} (CPU's {ref_err:.3g})"
+    else:
+        oracle_note = "; no float64 oracle"
+    where = _first_index(~close)
+    mismatched = int((~close).sum())
+    reason = (
+        f"{mismatched}/{ref.numel()} elements outside rtol={r:g} atol={a:g}; max abs err {max_abs:.3g}, "
+        f"max rel err {max_rel:.3g}; first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)}"
+        + oracle_note
+    )
+    return Comparison(False, "oracle", reason, max_abs, max_rel, ratio)
+
+
+def _compare_scalar(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
+    if isinstance(ref, (bool, int, str, type(None))) or not isinstance(ref, (float, complex)):
+        ok = dev == ref
+        return Comparison(bool(ok), "exact", "" if ok else f"value {dev!r} differs from CPU's {ref!r}")
+    if not isinstance(dev, (int, float, complex)):
+        return Comparison(False, "structure", f"expected a number, got {type(dev).__name__}")
+    to_tensor = lambda v: torch.tensor(v, dtype=torch.float64 if isinstance(ref, float) else torch.complex128)
+    return compare_leaf(to_tensor(dev), to_tensor(ref), to_tensor(hi) if isinstance(hi, (int, float, complex)) else None,
+                        rtol=max(rtol or 0.0, 1.3e-6), atol=max(atol or 0.0, 1e-5), exact=exact)
+
+
+def _first_index(mask: torch.Tensor) -> tuple[int, ...] | int:
+    flat = int(mask.reshape(-1).nonzero()[0, 0])
+    if mask.dim() <= 1:
+        return flat
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), mask.shape))
+
+
+def _val(t: torch.Tensor, where: Any) -> str:
+    value = t[where] if isinstance(where, tuple) else t.reshape(-1)[where]
+    return f"{float(value):.6g}"
+
+
+def _first_difference(dev: torch.Tensor, ref: torch.Tensor) -> str:
+    if dev.numel() == 0:
+        return "values differ"
+    where = _first_index(dev != ref)
+    d = dev[where] if isinstance(where, tuple) else dev.reshape(-1)[where]
+    r = ref[where] if isinstance(where, tuple) else ref.reshape(-1)[where]
+    return f"values differ; first at index {where}: device {d.item()!r}, CPU {r.item()!r}"
+
+
+def _dt(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
