@@ -9,6 +9,7 @@ CompileWatch; a lowering refused for one op is UNSUPPORTED naming it (compiling/
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 from conformance.compiling.failures import observe_failure
@@ -56,3 +57,46 @@ def mismatch_note(tally: Any, device: str) -> str:
     if tally.eager_agrees_with_cpu is False:
         return f" [eager on {device} differs from the CPU too]"
     return ""
+
+
+def compiled_op(op: Any, ctx: Any) -> tuple[Any, Any]:
+    """The item's CompileWatch and the op compiled under it; one compiled callable serves every
+    sample, so samples of one shape reuse one compiled graph."""
+    import torch._dynamo as dynamo
+
+    from conformance.compiling.watch import CompileWatch
+
+    dynamo.reset()  # each item compiles afresh: no cache growth across a long run
+    watch = CompileWatch(ctx.compile_backend, ctx.config.compile)
+
+    def call(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    # Without --dynamic every shape is compiled statically (dynamo's automatic dynamic shapes off),
+    # so a sample's result is that of a graph specialised to it, as OpInfo's inductor tests do.
+    compiled = watch.compile(call, dynamic=True if ctx.config.compile.dynamic else False)
+
+    def run(*args, **kwargs):
+        with unseeded_random_ops():
+            return compiled(*args, **kwargs)
+
+    return watch, run
+
+
+@contextlib.contextmanager
+def unseeded_random_ops():
+    """OpInfo's random ops call `wrapper_set_seed`, which reseeds inside the op; dynamo cannot
+    trace the reseed and would run the op eagerly. Compiled, they draw unseeded, as PyTorch's
+    own inductor OpInfo tests run them, and are judged by their value range."""
+    from torch.testing._internal import common_methods_invocations as cmi
+
+    seeded = cmi.wrapper_set_seed
+    cmi.wrapper_set_seed = call_unseeded
+    try:
+        yield
+    finally:
+        cmi.wrapper_set_seed = seeded
+
+
+def call_unseeded(op: Any, *args: Any, **kwargs: Any) -> Any:
+    return op(*args, **kwargs)

@@ -114,7 +114,11 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
     kind = chk.output_kind(op.full_name)
     meta_only = device_type == "meta"
     rtol, atol = chk.tolerance_overrides(op, dtype, device_type, backward)
-    watch, device_fn = compiled_op(op, ctx) if compiled else (None, op)
+    watch, device_fn = (None, op)
+    if compiled:
+        from conformance.opinfo.compiled import compiled_op
+
+        watch, device_fn = compiled_op(op, ctx)
     setup = ItemSetup(
         op=op, dtype=dtype, device=ctx.device, device_type=device_type, adapter=ctx.adapter, backward=backward,
         compiled=compiled, compile_backend=ctx.compile_backend if compiled else None, seed=ctx.config.seed, reference_inputs=options.reference_inputs,
@@ -124,49 +128,6 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
         expect_rounding=options.expect_rounding,
     )
     return setup, ItemTally(kind=kind)
-
-
-def compiled_op(op: Any, ctx: Any) -> tuple[Any, Any]:
-    """The item's CompileWatch and the op compiled under it; one compiled callable serves every
-    sample, so samples of one shape reuse one compiled graph."""
-    import torch._dynamo as dynamo
-
-    from conformance.compiling.watch import CompileWatch
-
-    dynamo.reset()  # each item compiles afresh: no cache growth across a long run
-    watch = CompileWatch(ctx.compile_backend, ctx.config.compile)
-
-    def call(*args, **kwargs):
-        return op(*args, **kwargs)
-
-    # Without --dynamic every shape is compiled statically (dynamo's automatic dynamic shapes off),
-    # so a sample's result is that of a graph specialised to it, as OpInfo's inductor tests do.
-    compiled = watch.compile(call, dynamic=True if ctx.config.compile.dynamic else False)
-
-    def run(*args, **kwargs):
-        with _unseeded_random_ops():
-            return compiled(*args, **kwargs)
-
-    return watch, run
-
-
-@contextlib.contextmanager
-def _unseeded_random_ops():
-    """OpInfo's random ops call `wrapper_set_seed`, which reseeds inside the op; dynamo cannot
-    trace the reseed and would run the op eagerly. Compiled, they draw unseeded, as PyTorch's
-    own inductor OpInfo tests run them, and are judged by their value range."""
-    from torch.testing._internal import common_methods_invocations as cmi
-
-    seeded = cmi.wrapper_set_seed
-    cmi.wrapper_set_seed = _call_unseeded
-    try:
-        yield
-    finally:
-        cmi.wrapper_set_seed = seeded
-
-
-def _call_unseeded(op: Any, *args: Any, **kwargs: Any) -> Any:
-    return op(*args, **kwargs)
 
 
 def make_samples(setup: ItemSetup, device: str = "cpu", limit: int | None = None) -> list[Any]:
@@ -201,6 +162,16 @@ def grads(tally: ItemTally, out: Any, sample: Any, cotangents: list[torch.Tensor
         tally.op_time += time.perf_counter() - started
 
 
+def synchronize(setup: ItemSetup, tally: ItemTally) -> None:
+    """Wait for the device, timed into the item's op time: on an asynchronous backend the
+    calls above only queue kernels, and their run time is spent here."""
+    started = time.perf_counter()
+    try:
+        setup.adapter.synchronize()
+    finally:
+        tally.op_time += time.perf_counter() - started
+
+
 def run_reference(setup: ItemSetup, tally: ItemTally, sample: Any) -> Reference | str:
     """The CPU result of the sample (its input gradients for backward), or NO_GRAD."""
     ref = call(setup, tally, setup.op, sample)
@@ -228,7 +199,7 @@ def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangent
             out = call(setup, tally, setup.device_fn, dev_sample)
             if setup.backward:
                 out = grads(tally, out, dev_sample, cotangents)
-            setup.adapter.synchronize()
+            synchronize(setup, tally)
         except Exception as exc:
             run.error = exc
         finally:
@@ -346,8 +317,8 @@ def cpu_is_random(setup: ItemSetup, tally: ItemTally, index: int, ref: Any) -> b
         with torch.random.fork_rng(devices=[]):
             sample = make_samples(setup)[index]
             torch.default_generator.manual_seed(setup.seed + RANDOMNESS_PROBE_SEED_OFFSET)
-            # Compiled random ops draw unseeded (`_unseeded_random_ops`): so must the probe.
-            with _unseeded_random_ops() if setup.compiled else contextlib.nullcontext():
+            # Compiled random ops draw unseeded (compiled.unseeded_random_ops): so must the probe.
+            with _random_ops_as_compiled(setup):
                 again = call(setup, tally, setup.op, sample)
     except Exception:
         return False
@@ -355,6 +326,14 @@ def cpu_is_random(setup: ItemSetup, tally: ItemTally, index: int, ref: Any) -> b
         return False
     tally.kind = "random"
     return True
+
+
+def _random_ops_as_compiled(setup: ItemSetup) -> Any:
+    if not setup.compiled:
+        return _NOTHING
+    from conformance.opinfo.compiled import unseeded_random_ops
+
+    return unseeded_random_ops()
 
 
 def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> DeviceRun | ReferenceFailed | str:

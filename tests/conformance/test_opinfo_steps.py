@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance import backends, ulp
+from conformance import backends
+from conformance.numerics import ulp
 from conformance.config import RunConfig, WorkerContext
 from conformance.opinfo import run as opinfo_run
 from conformance.opinfo import samples as smp
