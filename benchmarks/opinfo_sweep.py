@@ -11,18 +11,26 @@ The plain loop is one process: import op_db, then for every op and dtype of the 
 sample_inputs on CPU, run on CPU and on sim, assert_close. Printed per configuration:
 wall, items/s, samples/s and the harness overhead: wall divided by the time spent inside
 op calls per worker (sum of the items' op_time_s / jobs); 1.0 would be a free harness.
+That figure is split in two: the items' own run time over their op time, and the seconds
+outside items (process start, where the worker imports torch and PyTorch's OpInfo database,
+and the engine's hand-offs), paid once per run. Op time is what runs inside the op calls
+on CPU and device, the CPU reference and float64 oracle included. It also holds the
+dispatch of the aten-op recorder around each device call: harness work that cannot be
+timed apart from the op it wraps, so the overhead figures are, if anything, flattering.
 Also printed: the CPU seconds each configuration's processes used, which, unlike wall,
 does not depend on what else the (shared) machine is running.
 Targets (2-core machine): full fp32+bf16+fp16 forward sweep with 2 jobs in at most
 6 minutes; jobs=2 at least 1.7x faster than jobs=1; engine wall at most 0.75x the plain loop;
 harness overhead at jobs=1 at most 1.4x op time. `--before REV` runs each configuration
 first from a copy of commit REV (`git archive`), so before and after come from one run on
-one machine load; `--ops` narrows the sweep to a comma list of OpInfo names.
+one machine load, and compares the two runs item by item (status, sample counts and first
+failing sample; numerics statistics apart); `--ops` narrows the sweep to a comma list of OpInfo names.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -56,7 +64,34 @@ def run_engine(dtypes: str, jobs: int, workdir: Path, tree: Path = ROOT, label: 
     op_time = sum(float(r.extra.get("op_time_s", 0.0) or 0.0) for r in results)
     return {"label": f"{label} jobs={jobs}", "wall": wall, "cpu": cpu, "items": len(results),
             "samples": sum(r.samples for r in results), "op_time": op_time, "jobs": jobs,
-            "counts": {k: v for k, v in counts.items() if v}}
+            "item_time": sum(r.duration_s for r in results), "counts": {k: v for k, v in counts.items() if v},
+            "verdicts": {_key(r): _verdict(r) for r in results}}
+
+
+def _key(result) -> tuple:
+    return (result.suite, result.subject, result.variant, result.dtype, result.mode)
+
+
+def _verdict(result) -> tuple:
+    """What a harness change must not move: status, sample counts and the first failing
+    sample; then the numerics statistics (rule 5), which a nondeterministic CPU kernel
+    (LAPACK's lstsq, run to run) may move on its own."""
+    return ((result.status.value, result.samples, result.samples_passed, result.first_failure),
+            json.dumps(result.numerics, sort_keys=True))
+
+
+def differences(before: dict, after: dict) -> tuple[list[str], list[str]]:
+    """Items whose verdict, and items whose numerics statistics, differ between two runs of
+    one plan, by name."""
+    verdicts, numerics = [], []
+    for key in sorted(set(before["verdicts"]) | set(after["verdicts"])):
+        was, now = before["verdicts"].get(key), after["verdicts"].get(key)
+        name = ".".join(key[1:])
+        if was is None or now is None or was[0] != now[0]:
+            verdicts.append(f"{name}: before {was and was[0]}, after {now and now[0]}")
+        elif was[1] != now[1]:
+            numerics.append(name)
+    return verdicts, numerics
 
 
 def source_tree(rev: str, workdir: Path) -> Path:
@@ -133,10 +168,18 @@ def _overhead(row: dict) -> float:
     return row["wall"] / (row["op_time"] / row["jobs"])
 
 
+def _split(row: dict) -> str:
+    """The overhead inside items (each item's own run time over its op time) and what is left:
+    the process start (Python, torch and PyTorch's OpInfo database imported by the worker) and
+    the engine's hand-offs, paid once per run however long the sweep."""
+    outside = row["wall"] - row["item_time"] / row["jobs"]
+    return f"inside items {row['item_time'] / row['op_time']:.2f}x op time, outside items {outside:.1f} s"
+
+
 def show(row: dict) -> None:
     overhead = ""
     if row["op_time"]:
-        overhead = f", overhead {_overhead(row):.2f}x op time"
+        overhead = f", overhead {_overhead(row):.2f}x op time; {_split(row)}"
     print(f"{row['label']:<15} wall {row['wall']:7.1f} s, {row['items'] / row['wall']:6.1f} items/s, "
           f"{row['samples'] / row['wall']:7.1f} samples/s, cpu {row['cpu']:6.1f} s ({row['items']} items, {row['samples']} samples{overhead})"
           + (f"  {row['counts']}" if row.get("counts") else ""))
@@ -175,6 +218,12 @@ def main() -> None:
             if before_tree is not None:
                 print(f"harness overhead at jobs={jobs}: before {_overhead(before):.2f}x, after {_overhead(rows[jobs]):.2f}x "
                       f"op time" + (" (target <= 1.4x)" if jobs == 1 else ""))
+                changed, numerics = differences(before, rows[jobs])
+                print(f"items whose status, sample counts or first failure differ: {len(changed)} "
+                      f"of {len(rows[jobs]['verdicts'])}; whose numerics statistics differ: {len(numerics)}"
+                      + (f" ({', '.join(numerics[:10])})" if numerics else ""))
+                for line in changed[:20]:
+                    print("  " + line)
     plain = None if args.no_plain else run_plain(args.dtype)
     if plain:
         show(plain)

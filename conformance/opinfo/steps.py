@@ -22,10 +22,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import random
 import time
 from collections import Counter
 from typing import Any
 
+import numpy
 import torch
 
 from conformance.numerics import ulp
@@ -131,13 +133,24 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
 
 
 def make_samples(setup: ItemSetup, device: str = "cpu", limit: int | None = None) -> list[Any]:
-    """The item's samples, seeded (not torch.manual_seed: it queues lazy seeding of every
-    backend, milliseconds a call)."""
-    torch.default_generator.manual_seed(setup.seed)
+    """The item's samples, the same in every run and every time they are made again (the
+    randomness probe and the CPU-argument retry remake them)."""
+    seed_sample_makers(setup.seed)
     maker = setup.op.reference_inputs if setup.reference_inputs else setup.op.sample_inputs
     samples = maker(device, setup.dtype, requires_grad=setup.backward, set_seed=False)
     limit = limit or setup.max_samples
     return list(itertools.islice(samples, limit) if limit else samples)
+
+
+def seed_sample_makers(seed: int) -> None:
+    """Seed what OpInfo's sample functions draw from: torch's CPU generator, and Python's
+    `random` and NumPy's global generator, which some use directly (hinge_embedding_loss
+    draws its margin with random.uniform). OpInfo's own iterator seeds all three before each
+    sample; it is told not to (set_seed=False) because it seeds torch through
+    torch.manual_seed, which queues a lazy seeding of every backend, milliseconds a call."""
+    torch.default_generator.manual_seed(seed)
+    random.seed(seed)
+    numpy.random.seed(seed)
 
 
 def call(setup: ItemSetup, tally: ItemTally, fn: Any, sample: Any) -> Any:
