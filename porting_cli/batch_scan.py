@@ -17,7 +17,7 @@ import os
 from typing import Sequence
 
 from porting_cli.scan.cache import CachedScan, ScanCache
-from porting_cli.scan.model import ScanError, ScanResult
+from porting_cli.scan.findings import ScanError, ScanResult
 from porting_cli.scan.source import read_source
 
 #: below this many lines to analyse, starting workers costs more than it saves

@@ -25,7 +25,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from porting_cli.scan.model import Finding
+from porting_cli.scan.findings import Finding
 from porting_cli.scan.rules import DEVICE_EXPR, prelude_names
 from porting_cli.scan.source import read_source
 

@@ -30,7 +30,7 @@ ended (no end record: SIGKILL, or os._exit).
 Each child process of the script (mp.spawn ranks, mp.Process, torchrun-style workers) writes its
 own proc-PID.jsonl beside the root's records file; its ops are labelled "rank N" (or "pid N").
 At the end, and at the time limit, every process of the script's tree is killed: the session's
-process group and every process carrying the trace's token (porting_cli/proctree.py).
+process group and every process carrying the trace's token (porting_cli/trace_tree.py).
 
 The time limit is enforced twice: the child stops the script with SIGALRM at `max_seconds`
 (clean, full records), and the parent kills the child's process group GRACE_S later.
@@ -125,7 +125,7 @@ def run_trace(script: str, args: list[str], *, device: str | None, max_steps: in
     `display_base`: sites are shown relative to it (default: the working directory).
     Raises InputError only when the device itself cannot be used.
     """
-    from porting_cli.proctree import TRACE_TOKEN_ENV, kill_tagged
+    from porting_cli.trace_tree import TRACE_TOKEN_ENV, kill_tagged
 
     token = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="neuron-check-trace-") as tmp:

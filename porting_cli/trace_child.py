@@ -13,7 +13,7 @@ early, so `get_model_and_inputs()` can still be called for the divergence check.
 
 Python processes the script starts (mp.spawn ranks, mp.Process, torchrun-style workers) are
 traced too (porting_cli/trace_rank.py), each into its own records file; when the script stops,
-whatever of its process tree is still running is ended (porting_cli/proctree.py).
+whatever of its process tree is still running is ended (porting_cli/trace_tree.py).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def outcome_of(stopped: BaseException | None, frames: Any) -> dict[str, Any]:
 def main(config_path: str) -> int:
     with open(config_path, encoding="utf-8") as handle:
         config = json.load(handle)
-    from porting_cli.proctree import die_with_parent
+    from porting_cli.trace_tree import die_with_parent
 
     die_with_parent()  # neuron-check killed: the trace goes with it
     write = RecordWriter(config["records"])
@@ -173,7 +173,7 @@ def main(config_path: str) -> int:
 def stop_descendants(write: RecordWriter) -> None:
     """No process of the script outlives it: the rest of the tree is ended here (and again by
     the parent, which also catches what this process could not)."""
-    from porting_cli.proctree import TRACE_TOKEN_ENV, kill_tagged
+    from porting_cli.trace_tree import TRACE_TOKEN_ENV, kill_tagged
 
     token = os.environ.get(TRACE_TOKEN_ENV)
     if token:

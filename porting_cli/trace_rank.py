@@ -54,7 +54,7 @@ def write_sitecustomize(folder: str) -> str:
 
 def bootstrap(hook_file: str) -> None:
     """Run by sitecustomize in a descendant: trace it once torch has been imported."""
-    from porting_cli.proctree import die_with_parent
+    from porting_cli.trace_tree import die_with_parent
 
     die_with_parent()
     _chain_shadowed_sitecustomize(os.path.dirname(os.path.abspath(hook_file)))

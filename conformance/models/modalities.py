@@ -15,7 +15,7 @@ from typing import Any
 
 from conformance.models.documented import MAIN_INPUTS, MissingInputBuilder, documented_inputs
 from conformance.models.documented import required_params as _required
-from conformance.models.series import SERIES_INPUTS, series_builder
+from conformance.models.time_series import SERIES_INPUTS, series_builder
 from conformance.models.tasks import mapping_of
 from conformance.models.tokens import BATCH, SEQ_LEN, _generator
 from conformance.models.tokens import config_value as _get

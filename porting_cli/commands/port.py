@@ -83,7 +83,7 @@ def command(script: str, script_args: tuple[str, ...], static_only: bool, entry:
         run = project.require_entry() if entry else script
         trace, reach, prediction = _runtime(run, list(script_args), device, sim_profile, against,
                                             db_path, max_steps, max_seconds)
-    from porting_cli.port import build_report, exit_code
+    from porting_cli.port_report import build_report, exit_code
 
     report = build_report(_display(script), scan, patch, trace, prediction=prediction, reach=reach,
                           max_steps=max_steps, max_seconds=max_seconds).to_dict()
@@ -96,7 +96,7 @@ def _project(project, args: list[str], static_only: bool, device: str | None, si
              output: str | None, fail_on: str | None, apply_fix: bool, show_diff: bool) -> int:
     """Project mode: scan every file, run the entry script, one report for the whole folder."""
     from porting_cli.fix import fix_file
-    from porting_cli.port import build_report, exit_code
+    from porting_cli.port_report import build_report, exit_code
     from porting_cli.project import scan_project
 
     entry = None if static_only or show_diff or apply_fix else project.require_entry()  # before any work

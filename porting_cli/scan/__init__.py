@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .model import EffortSummary, Finding, ScanError, ScanResult
+from .findings import EffortSummary, Finding, ScanError, ScanResult
 from .rules import RULES, RULES_BY_ID, Rule, rules_markdown
 
 __all__ = ["EffortSummary", "Finding", "RULES", "RULES_BY_ID", "Rule", "ScanError", "ScanResult",

@@ -17,7 +17,7 @@ import ast
 from typing import Callable, ClassVar
 
 from .dataflow import DeviceFlow
-from .model import Finding
+from .findings import Finding
 from .nodes import SourceText, Strings, iter_blocks, qualname
 from .rules import RULES_BY_ID, prelude_names  # noqa: F401 (re-exported)
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .model import Finding
+from .findings import Finding
 
 CACHE_FORMAT = 1
 NO_CACHE_ENV = "NEURON_CHECK_NO_CACHE"

@@ -27,7 +27,7 @@ from .dtypes import Float64Visitor
 from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
-from .model import Finding
+from .findings import Finding
 from .nodes import SourceText, iter_blocks
 from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor

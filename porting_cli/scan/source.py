@@ -10,7 +10,7 @@ import ast
 import re
 from pathlib import Path
 
-from .model import ScanError
+from .findings import ScanError
 
 LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 

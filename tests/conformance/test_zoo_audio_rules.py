@@ -42,7 +42,7 @@ class _Multivariate:
 @pytest.mark.parametrize("model, shape", [(_Forecaster(), (2, 16)), (_SequenceForecaster(), (2, 16)),
                                           (_Multivariate(), (2, 16, 3))])
 def test_a_series_is_univariate_where_documented_or_taken_as_a_sequence(model, shape):
-    from conformance.models.series import series_builder
+    from conformance.models.time_series import series_builder
 
     assert tuple(series_builder("past_values")(model.config, model, 0, "base").shape) == shape
 
@@ -50,7 +50,7 @@ def test_a_series_is_univariate_where_documented_or_taken_as_a_sequence(model, s
 def test_a_series_padding_spans_the_series_and_marks_every_step_real():
     import torch
 
-    from conformance.models.series import series_builder
+    from conformance.models.time_series import series_builder
 
     model = _Forecaster()
     padding = series_builder("past_values_padding")(model.config, model, 0, "base")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from porting_cli.effort import HOURS, change_items, decide
-from porting_cli.port import build_report, finding_dict
+from porting_cli.port_report import build_report, finding_dict
 from porting_cli.scan import scan_file, scan_source
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

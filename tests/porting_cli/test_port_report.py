@@ -11,7 +11,7 @@ import pytest
 
 from op_db.records import Result, Status
 from op_db.store import Store
-from porting_cli.port import build_report, exit_code
+from porting_cli.port_report import build_report, exit_code
 from porting_cli.scan import scan_source
 from porting_cli.trace import OpUse, Prediction, TraceResult, read_records
 from reports.render.porting import render

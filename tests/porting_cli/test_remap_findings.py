@@ -2,7 +2,7 @@
 
 import pytest
 
-from porting_cli.port import build_report
+from porting_cli.port_report import build_report
 from porting_cli.remap_findings import advice_for, remap_findings
 from porting_cli.scan import scan_source
 from porting_cli.trace import OpUse, TraceResult
