@@ -30,8 +30,7 @@ from typing import Any
 import numpy
 import torch
 
-from conformance.numerics import ulp
-from conformance.numerics import Comparison, compare
+from conformance.numerics import Comparison, compare, ulp
 from conformance.opinfo import checks as chk
 from conformance.opinfo import samples as smp
 from conformance.oprecord import OpRecorder

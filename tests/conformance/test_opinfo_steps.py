@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from conformance import backends
-from conformance.numerics import ulp
 from conformance.config import RunConfig, WorkerContext
+from conformance.numerics import ulp
 from conformance.opinfo import run as opinfo_run
 from conformance.opinfo import samples as smp
 from conformance.opinfo import steps

@@ -11,10 +11,9 @@ import pytest
 import torch
 
 import conformance.sim as sim
-from conformance.numerics import ulp
 from conformance.config import RunConfig
 from conformance.engine.worker import init_worker, run_one
-from conformance.numerics import compare
+from conformance.numerics import compare, ulp
 from conformance.planning import OpsOptions
 from op_db.errors import InputError
 from op_db.records import Status, WorkItem, parse_rounding
