@@ -65,11 +65,7 @@ def run_engine(dtypes: str, jobs: int, workdir: Path, tree: Path = ROOT, label: 
     return {"label": f"{label} jobs={jobs}", "wall": wall, "cpu": cpu, "items": len(results),
             "samples": sum(r.samples for r in results), "op_time": op_time, "jobs": jobs,
             "item_time": sum(r.duration_s for r in results), "counts": {k: v for k, v in counts.items() if v},
-            "verdicts": {_key(r): _verdict(r) for r in results}}
-
-
-def _key(result) -> tuple:
-    return (result.suite, result.subject, result.variant, result.dtype, result.mode)
+            "verdicts": {r.item: _verdict(r) for r in results}}
 
 
 def _verdict(result) -> tuple:
@@ -84,9 +80,9 @@ def differences(before: dict, after: dict) -> tuple[list[str], list[str]]:
     """Items whose verdict, and items whose numerics statistics, differ between two runs of
     one plan, by name."""
     verdicts, numerics = [], []
-    for key in sorted(set(before["verdicts"]) | set(after["verdicts"])):
-        was, now = before["verdicts"].get(key), after["verdicts"].get(key)
-        name = ".".join(key[1:])
+    for item in sorted(set(before["verdicts"]) | set(after["verdicts"])):
+        was, now = before["verdicts"].get(item), after["verdicts"].get(item)
+        name = item.test_id
         if was is None or now is None or was[0] != now[0]:
             verdicts.append(f"{name}: before {was and was[0]}, after {now and now[0]}")
         elif was[1] != now[1]:

@@ -263,7 +263,7 @@ BUILDERS: dict[str, Callable[..., Any]] = {
     "audio_mel_mask": lambda config, model, seed, task: _audio_mask(config, model, seed, task) == 0,
     "visual_feats": _region_features("visual_feat_dim", 2048),
     "visual_pos": _region_features("visual_pos_dim", 4),
-    **{name: series_builder(name) for name in SERIES_INPUTS},  # series.py
+    **{name: series_builder(name) for name in SERIES_INPUTS},  # time_series.py
 }
 
 

@@ -17,6 +17,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from conformance.models.tokens import feature_owner
+
 # Extractor outputs never passed as companions: each has a rule of its own (a text mask, the
 # audio masks of modalities.py) or is the main input itself.
 NOT_COMPANIONS = frozenset({"attention_mask", "input_features", "input_values", "input_features_mask",
@@ -57,10 +59,7 @@ def passes_through(method: Any) -> bool:
 def audio_encoder(model: Any) -> Any | None:
     """What makes the model's audio features: the head itself, or the model it wraps when only
     that one has `get_audio_features` (VibeVoice); None for a model without one."""
-    for owner in (model, getattr(model, "model", None)):
-        if owner is not None and hasattr(owner, "get_audio_features"):
-            return owner
-    return None
+    return feature_owner(model, ("get_audio_features",))
 
 
 def audio_feature_params(model: Any) -> set[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from typing import Any
+
 from conformance.models.tokens import BATCH, _generator
 from conformance.models.tokens import config_value as _get
 

@@ -51,6 +51,16 @@ def token_ids(config: Any, shape: tuple[int, ...], seed: int):
     return allowed[picks]
 
 
+def feature_owner(model: Any, methods: tuple[str, ...]) -> Any | None:
+    """The head itself, or the model it wraps (`model.model`), whichever first has one of
+    `methods` (tried in order); None for a model with none of them."""
+    for method in methods:
+        for owner in (model, getattr(model, "model", None)):
+            if owner is not None and hasattr(owner, method):
+                return owner
+    return None
+
+
 def config_value(config: Any, *names: str, default: Any = None) -> Any:
     """The first of `names` set on the config or one of its vision/audio/text sub-configs."""
     for cfg in (config, getattr(config, "vision_config", None), getattr(config, "audio_config", None),

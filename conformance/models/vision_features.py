@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.models.tokens import BATCH, _generator, text_config
+from conformance.models.tokens import BATCH, _generator, feature_owner, text_config
 
 
 def image_size(config: Any) -> tuple[int, int, int]:
@@ -47,13 +47,7 @@ def image_encoder(model: Any) -> Any | None:
     that one has `get_image_features` (DeepSeek-VL, Janus); None for a model without one."""
     from conformance.models.modalities import without_vision
 
-    if without_vision(model.config):
-        return None
-    for method in FEATURE_METHODS:
-        for owner in (model, getattr(model, "model", None)):
-            if owner is not None and hasattr(owner, method):
-                return owner
-    return None
+    return None if without_vision(model.config) else feature_owner(model, FEATURE_METHODS)
 
 
 # What makes a vision-language model's visual features: images, else video frames.

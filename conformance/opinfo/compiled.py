@@ -91,12 +91,12 @@ def unseeded_random_ops():
     from torch.testing._internal import common_methods_invocations as cmi
 
     seeded = cmi.wrapper_set_seed
-    cmi.wrapper_set_seed = call_unseeded
+    cmi.wrapper_set_seed = _call_unseeded
     try:
         yield
     finally:
         cmi.wrapper_set_seed = seeded
 
 
-def call_unseeded(op: Any, *args: Any, **kwargs: Any) -> Any:
+def _call_unseeded(op: Any, *args: Any, **kwargs: Any) -> Any:
     return op(*args, **kwargs)
