@@ -15,6 +15,8 @@ from urllib.parse import quote
 from op_db.errors import InputError
 
 BUSY_TIMEOUT_MS = 30_000
+# How a command's user names another database, for the advice in errors: `merge` has no --db.
+PASS_DB = "pass --db (or set NEURON_CHECK_DB)"
 
 # SQLite primary result codes that mean "no write access", as opposed to "bad file".
 _SQLITE_READONLY = 8
@@ -62,7 +64,7 @@ def connect_readonly(path: Path, *, snapshot: bool = False) -> sqlite3.Connectio
     return sqlite3.connect(uri(path, mode="ro", immutable="1"), uri=True)
 
 
-def check_writable(path: Path) -> None:
+def check_writable(path: Path, other: str = PASS_DB) -> None:
     """InputError naming the real problem when `path` (or its folder) cannot be written.
 
     SQLite in WAL mode keeps `-wal` and `-shm` files next to the database, so
@@ -72,12 +74,12 @@ def check_writable(path: Path) -> None:
     if not folder.exists():
         raise InputError(f"cannot create database {path}: folder {path.parent} does not exist.")
     if path.exists() and not os.access(path, os.W_OK):
-        raise InputError(f"database {path} is read-only; make it writable or pass --db with a writable file.")
+        raise InputError(f"database {path} is read-only; make it writable or {other} with a writable file.")
     if not os.access(folder, os.W_OK | os.X_OK):
         verb = "write" if path.exists() else "create"
         raise InputError(
             f"cannot {verb} database {path}: the folder {folder} is read-only; "
-            "pass --db (or set NEURON_CHECK_DB) to a writable path."
+            f"{other} with a writable path."
         )
 
 

@@ -42,6 +42,9 @@ from op_db.store import OWNER_FIELDS, Store, check_writable_store, open_for_read
 # worker count (parallelism changes no result), and the group label.
 PER_SHARD_OPTIONS = frozenset({"shard", "jobs", "run_group"})
 INCOMPLETE = "incomplete"
+# The advice in a database error: merge names its files as arguments and -o, never --db.
+OTHER_INPUT = "name another input"
+OTHER_OUTPUT = "give -o another file"
 
 Part = tuple[str, dict[str, Any], list, list]  # (source file, run row, results, coverage)
 
@@ -100,15 +103,15 @@ def merge_stores(inputs: list[str | Path], output: str | Path) -> list[dict[str,
     for path in inputs:
         if Path(path).resolve() == resolved_out:
             raise InputError(f"the output {output} is also an input; write the merge to a new file.")
-    check_writable_store(output)  # a bad output stops the merge before any input is read
+    check_writable_store(output, OTHER_OUTPUT)  # a bad output stops the merge before any input is read
     # Read every input fully before writing, so a bad input stops the merge before OUT changes.
     parts: list[Part] = []
     for path in inputs:
-        with open_for_reading(path) as store:
+        with open_for_reading(path, OTHER_INPUT) as store:
             for run in store.runs():
                 parts.append((str(path), run, store.results(run["id"]), store.coverage(run["id"])))
     merged = []
-    with Store.open(output) as out:
+    with Store.open(output, other=OTHER_OUTPUT) as out:
         for group in group_runs(parts):
             row, results, coverage, duplicates = _combine(group)
             run_id = out.import_run(row, results, coverage)

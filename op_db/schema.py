@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from op_db.connect import BUSY_TIMEOUT_MS, connect_readonly, is_write_denied
+from op_db.connect import BUSY_TIMEOUT_MS, PASS_DB, connect_readonly, is_write_denied
 from op_db.errors import InputError
 
 APP_ID = "neuron-check"
@@ -99,7 +99,7 @@ def schema_version() -> int:
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _check_is_ours(path: Path) -> None:
+def _check_is_ours(path: Path, other: str = PASS_DB) -> None:
     """Refuse, unmodified, files that are not SQLite, SQLite files of someone else, and
     neuron-check files that fail SQLite's own integrity check."""
     try:
@@ -117,7 +117,7 @@ def _check_is_ours(path: Path) -> None:
     if problems:
         raise InputError(
             f"{path} is a corrupt database (SQLite's integrity check: {_first_problem(problems)}); "
-            "restore it or pass --db with another file."
+            f"restore it or {other} with another file."
         )
 
 
@@ -205,9 +205,14 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def writer_connection(path: Path) -> sqlite3.Connection:
+def writer_connection(path: Path, other: str = PASS_DB) -> sqlite3.Connection:
     """A read-write connection in WAL mode, the schema migrated to the latest."""
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    existed = path.exists()
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    except sqlite3.Error as exc:  # a folder that passes access() but refuses files: /proc, a full disk
+        verb = "open" if existed else "create"
+        raise InputError(f"cannot {verb} database {path} ({exc}); {other} with a file in a writable folder.") from None
     conn.row_factory = sqlite3.Row
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from op_db.connect import BUSY_TIMEOUT_MS, check_writable
+from op_db.connect import BUSY_TIMEOUT_MS, PASS_DB, check_writable
 from op_db.errors import InputError
 from op_db.ownership import LIVENESS, RUNNING, Heartbeat, current_owner, effective_status
 from op_db.schema import (  # noqa: F401  (MIGRATIONS, SCHEMA_VERSION, APP_ID: re-exported)
@@ -68,25 +68,26 @@ class Store:
     # -- opening ---------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False) -> "Store":
+    def open(cls, path: str | os.PathLike | None = None, *, readonly: bool = False, other: str = PASS_DB) -> "Store":
         """Open a store: `readonly` never writes the file; otherwise create or migrate it.
 
         A file that is not SQLite, an SQLite file of another application, or a
         neuron-check file failing SQLite's integrity check raises InputError
-        and is left untouched; so does a file or folder we may not write.
+        and is left untouched; so does a file or folder we may not write. `other` says how the
+        command's user names another database (its errors advise it).
         """
         path = Path(path) if path is not None else default_path()
         if path.is_dir():
             raise InputError(f"{path} is a directory, not a neuron-check database.")
         exists = path.exists()
         if not exists and readonly:
-            raise InputError(f"database {path} does not exist; run `neuron-check ops` first or pass --db.")
+            raise InputError(f"database {path} does not exist; run `neuron-check ops` first or {other}.")
         if exists:
-            _check_is_ours(path)
+            _check_is_ours(path, other)
         if readonly:
             return cls(reader_connection(path, migrate_file=False), path, readonly=True)
-        check_writable(path)
-        return cls(writer_connection(path), path, readonly=False)
+        check_writable(path, other)
+        return cls(writer_connection(path, other), path, readonly=False)
 
     def close(self) -> None:
         self._conn.close()
@@ -355,17 +356,17 @@ def _row_result(row: sqlite3.Row) -> Result:
     return Result.from_dict(data)
 
 
-def check_writable_store(path: str | os.PathLike) -> None:
+def check_writable_store(path: str | os.PathLike, other: str = PASS_DB) -> None:
     """Raise what `Store.open(path)` would refuse, without creating or writing anything."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path} is a directory, not a neuron-check database.")
     if path.exists():
-        _check_is_ours(path)
-    check_writable(path)
+        _check_is_ours(path, other)
+    check_writable(path, other)
 
 
-def open_for_reading(path: str | os.PathLike | None = None) -> Store:
+def open_for_reading(path: str | os.PathLike | None = None, other: str = PASS_DB) -> Store:
     """Open read-only for reports; a writable file of an older schema is migrated first.
 
     Corrupt and foreign files are refused before anything writes; an older file
@@ -373,6 +374,6 @@ def open_for_reading(path: str | os.PathLike | None = None) -> Store:
     """
     path = Path(path) if path is not None else default_path()
     if not path.exists() or path.is_dir() or path.stat().st_size == 0:
-        return Store.open(path, readonly=True)  # says what is wrong
-    _check_is_ours(path)
+        return Store.open(path, readonly=True, other=other)  # says what is wrong
+    _check_is_ours(path, other)
     return Store(reader_connection(path, migrate_file=True), path, readonly=True)

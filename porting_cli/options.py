@@ -166,11 +166,12 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
     occurred; else 0)."""
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
+    from op_db.text import plural
     from reports.render.summary import summary_table
     from reports.sanitize import echo
 
     label = " (simulated)" if adapter.simulated else ""
-    echo(f"run {run_id}: {len(items)} items on {config.device}{label}, {config.jobs} job(s)", err=True)
+    echo(f"run {run_id}: {plural(len(items), 'item')} on {config.device}{label}, {plural(config.jobs, 'job')}", err=True)
     with store.keep_alive(run_id):
         summary = run_items(items, config, store, run_id, progress=True, executor=executor)
     results = store.results(run_id)

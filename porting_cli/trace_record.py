@@ -20,6 +20,8 @@ import traceback
 from collections import Counter
 from typing import Any, Callable
 
+from op_db.text import cut
+
 SNAPSHOT_EVERY_S = 1.0
 TRACEBACK_LINES = 8
 SLOW_OP_S = 1.0
@@ -56,7 +58,7 @@ class RecordWriter:
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return cut(text, limit)
 
 
 def describe_exception(exc: BaseException, frames: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from op_db.errors import InputError
 from reports.model import Report
-from reports.sanitize import dumps_json
+from reports.sanitize import dumps_json, echo
 
 FORMATS = ("table", "md", "html", "json", "junit", "parquet")
 
@@ -53,8 +53,8 @@ def render(report: Report, fmt: str) -> str | bytes:
     raise InputError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}.")
 
 
-def write_output(data: str | bytes, output: str | None, fmt: str) -> None:
-    """Write to a file, or to stdout for text formats."""
+def write_output(data: str | bytes, output: str | None, fmt: str, what: str = "") -> None:
+    """Write to a file, saying so on stderr ("wrote FILE: what"), or to stdout for text formats."""
     if output is None or output == "-":
         if isinstance(data, bytes) and fmt == "parquet":
             raise InputError("--format parquet is binary: give a file with -o FILE.parquet.")
@@ -73,3 +73,4 @@ def write_output(data: str | bytes, output: str | None, fmt: str) -> None:
             path.write_text(data, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror}.") from None
+    echo(f"wrote {path}" + (f": {what}" if what else ""), err=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 from op_db.errors import InputError
 from op_db.records import FAILING, WORKING, Result, WorkItem
+from op_db.text import cut
 from reports.model import Report
 from reports.sanitize import for_json, for_terminal
 
@@ -132,9 +133,9 @@ def render_outcome(outcome: GateOutcome, limit: int = 50) -> str:
         return f"{r.item.test_id} {r.status.value}"
 
     sections = [
-        ("regressions", [f"{name(c)} (was {b.status.value}): {_first_line(c.message or '')[:120]}"
+        ("regressions", [f"{name(c)} (was {b.status.value}): {cut(_first_line(c.message or ''), 120)}"
                          for b, c in outcome.regressions]),
-        ("failures the manifest does not expect", [f"{name(r)}: {_first_line(r.message or '')[:120]}"
+        ("failures the manifest does not expect", [f"{name(r)}: {cut(_first_line(r.message or ''), 120)}"
                                                    for r in outcome.unexpected_failures]),
         ("failures with another status than the manifest says",
          [f"{name(r)} (manifest: {e.get('status')})" for r, e in outcome.status_changes]),
@@ -196,7 +197,7 @@ def manifest_for(report: Report) -> dict[str, Any]:
     entries = []
     for r in report.results:
         if r.status in FAILING:
-            entries.append({**r.item._asdict(), "status": r.status.value, "reason": _first_line(r.message or "")[:200]})
+            entries.append({**r.item._asdict(), "status": r.status.value, "reason": cut(_first_line(r.message or ""), 200)})
     return {"schema": MANIFEST_SCHEMA, "device": report.run.get("device"), "expected_failures": entries}
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from op_db.text import cut
 from conformance.models.causes import CAUSES
 
 
@@ -56,7 +57,7 @@ def _percent(part: int, whole: int) -> str:
 
 
 def _short(text: str, limit: int = 110) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return cut(text, limit)
 
 
 def render_listing(rows: list[dict[str, Any]], summary: CensusSummary | None,

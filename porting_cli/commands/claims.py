@@ -28,6 +28,7 @@ def export(db_path: str | None, run_spec: str, output: str | None, fmt: str | No
     """One row per PyTorch API and measured claim, with dtypes and limitations, from the
     run's OpInfo results; `report --claims` of the file against the same run agrees on every row."""
     from op_db.store import open_for_reading
+    from op_db.text import plural
     from reports.claims_export import export_rows, render_export
     from reports.export import write_output
     from reports.model import report_from_store
@@ -36,8 +37,5 @@ def export(db_path: str | None, run_spec: str, output: str | None, fmt: str | No
     with open_for_reading(db_path) as store:
         report = report_from_store(store, run_spec)
     rows = export_rows(report.results)
-    write_output(render_export(rows, fmt, report.run), output, fmt)
-    if output:
-        from reports.sanitize import echo
-
-        echo(f"wrote {output}: {len(rows)} rows from run {report.run.get('id')}", err=True)
+    write_output(render_export(rows, fmt, report.run), output, fmt,
+                 what=f"{plural(len(rows), 'row')} from run {report.run.get('id')}")

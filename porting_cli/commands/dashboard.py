@@ -17,7 +17,10 @@ def command(db_paths: tuple[str, ...], output: str) -> None:
     neuron-check dashboard --db nightly.db -o site/
     neuron-check dashboard --db neuron.db --db sim.db -o site/ && open site/index.html
     """
+    from pathlib import Path
+
     from op_db.store import default_path
+    from op_db.text import plural
     from reports.dashboard import build_dashboard
     from reports.sanitize import echo
 
@@ -27,4 +30,6 @@ def command(db_paths: tuple[str, ...], output: str) -> None:
         from op_db.errors import InputError
 
         raise InputError(f"cannot write the dashboard to {exc.filename or output}: {exc.strerror or exc}.") from None
-    echo(f"wrote {output}/index.html: {written['series']} series, {written['runs']} runs, {written['ops']} op pages")
+    index = Path(output) / "index.html"
+    echo(f"wrote {index}: {plural(written['series'], 'series', 'series')}, {plural(written['runs'], 'run')}, "
+         f"{plural(written['ops'], 'op page')}")

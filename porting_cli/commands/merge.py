@@ -23,9 +23,11 @@ def command(inputs: tuple[str, ...], output: str) -> None:
     neuron-check merge shard-0.db shard-1.db shard-2.db -o nightly.db
     """
     from op_db.merge import merge_stores
+    from op_db.text import plural
     from reports.sanitize import echo
 
     for run in merge_stores(list(inputs), output):
-        note = f", {run['duplicate_items']} items found in two shards" if run["duplicate_items"] else ""
+        twice = run["duplicate_items"]
+        note = f", {plural(twice, 'item')} found in two shards" if twice else ""
         status = f" ({run['status']})" if run["status"] != "finished" else ""
-        echo(f"run {run['id']}: {run['results']} results from {run['shards']} shard(s){note}{status}")
+        echo(f"run {run['id']}: {plural(run['results'], 'result')} from {plural(run['shards'], 'shard')}{note}{status}")

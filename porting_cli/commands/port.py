@@ -195,6 +195,6 @@ def _emit(report: dict, fmt: str, output: str | None) -> None:
             from op_db.errors import InputError
 
             raise InputError(f"cannot write {output}: {exc.strerror or exc}.") from None
-        echo(f"{report['verdict']}: report written to {output}", err=True)
+        echo(f"wrote {output}: {fmt} porting report, verdict {report['verdict']}", err=True)
     else:
         echo(text, nl=not text.endswith("\n"))

@@ -39,6 +39,7 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
     neuron-check report --format hf --all -o ds/ every run as one datasets.Dataset
     """
     from op_db.store import open_for_reading
+    from op_db.text import plural
     from reports.export import render, write_output
     from reports.model import report_from_store
     from reports.sanitize import echo
@@ -53,7 +54,7 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
         with open_for_reading(db_path) as store:
             reports = reports_for(store, split_list(run_list) or [run_spec], all_runs)
         rows = write_dataset(reports, output, push_to_hub=hub_repo)
-        echo(f"wrote {output}: {rows} results of {len(reports)} run(s)"
+        echo(f"wrote {output}: {plural(rows, 'result')} of {plural(len(reports), 'run')}"
                    + (f", pushed to {hub_repo}" if hub_repo else ""), err=True)
         return
     zoo_ops = None
@@ -70,4 +71,4 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
         if fmt in ("junit", "parquet"):
             echo(f"note: --format {fmt} holds one row per result; the claims verdicts are in "
                        "table, md, html and json.", err=True)
-    write_output(render(report, fmt), output, fmt)
+    write_output(render(report, fmt), output, fmt, what=f"{fmt} report of run {report.run.get('id')}")

@@ -10,6 +10,7 @@ import functools
 from typing import Any
 
 from op_db.records import STATUS_ORDER
+from op_db.text import cut
 from reports.model import Report
 from reports.sanitize import for_html
 
@@ -27,6 +28,7 @@ def environment():
         lstrip_blocks=True,
     )
     env.globals.update(fmt_num=fmt_num, fmt_pct=fmt_pct)
+    env.filters["cut"] = cut
     return env
 
 

@@ -15,6 +15,7 @@ from typing import IO
 
 from op_db.errors import InputError
 from op_db.records import FAILING, Result, Status
+from op_db.text import cut
 from reports.sanitize import for_xml
 
 SKIPPED = frozenset({Status.SKIP, Status.REF_ERROR})
@@ -34,11 +35,11 @@ def junit_tree(results: Iterable[Result], suite_name: str = "neuron-check", *,
         if r.status in failing:
             failures += 1
             node = ET.SubElement(case, "failure", type=r.status.value,
-                                 message=for_xml(f"{r.status.value}: {_first_line(r.message)}"[:500]))
+                                 message=for_xml(cut(f"{r.status.value}: {_first_line(r.message)}", 500)))
             node.text = for_xml(detail)
         elif r.status in SKIPPED:
             skipped += 1
-            ET.SubElement(case, "skipped", message=for_xml(f"{r.status.value}: {r.message or ''}"[:500]))
+            ET.SubElement(case, "skipped", message=for_xml(cut(f"{r.status.value}: {r.message or ''}", 500)))
         if r.fallback_ops:
             ET.SubElement(case, "system-out").text = for_xml("CPU fallback: " + ", ".join(r.fallback_ops))
     suite.set("tests", str(len(results)))

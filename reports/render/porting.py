@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from op_db.text import cut
 from reports.sanitize import dumps_json, for_markdown, for_terminal, markdown_fence
 
 LIST_LIMIT = 40  # rows per text section; JSON and HTML hold every row
@@ -150,8 +151,7 @@ def _hours(effort: dict[str, Any]) -> str:
 
 
 def _short(text: str | None, limit: int = 100) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return cut(text, limit)
 
 
 def _cell(value: Any, md: bool) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from op_db.text import cut
+
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
@@ -66,7 +68,7 @@ def porting_sarif(report: dict[str, Any]) -> dict[str, Any]:
             index[rule_id] = len(rules)
             rules.append({
                 "id": rule_id, "name": name,
-                "shortDescription": {"text": text.split("; ")[0][:200]},
+                "shortDescription": {"text": cut(text.split("; ")[0], 200)},
                 "fullDescription": {"text": text},
                 "help": {"text": help_text, "markdown": help_text},
                 "defaultConfiguration": {"level": level},

@@ -11,6 +11,7 @@ from typing import Any
 from tabulate import tabulate
 
 from op_db.records import FAILING
+from op_db.text import cut
 from reports.claims import text_rows as claims_text_rows
 from reports.model import Matrix, Report
 from reports.sanitize import for_markdown, for_terminal
@@ -159,7 +160,7 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def _cut(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return cut(text, limit)
 
 
 def _more(out: list[str], rows: list) -> None:
