@@ -64,6 +64,29 @@ def connect_readonly(path: Path, *, snapshot: bool = False) -> sqlite3.Connectio
     return sqlite3.connect(uri(path, mode="ro", immutable="1"), uri=True)
 
 
+def release(path: Path) -> None:
+    """Leave no `-wal`/`-shm` files beside `path` once every connection to it has closed.
+
+    SQLite removes them when the last connection closes, but only a connection that may write:
+    a report, a dashboard or a merge reads with `mode=ro`, and the files it made stayed for good.
+    So after a read-only close, a brief read-write connection (where we may write) closes last
+    instead: it folds committed pages into the file, changing no content, and removes both. While
+    any other process still has the database open, SQLite keeps them, as it must.
+    """
+    if not any(path.with_name(path.name + suffix).exists() for suffix in ("-wal", "-shm")):
+        return
+    if not (os.access(path, os.R_OK | os.W_OK) and os.access(path.resolve().parent, os.W_OK | os.X_OK)):
+        return
+    try:
+        conn = sqlite3.connect(uri(path, mode="rw"), uri=True, timeout=1.0)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:  # busy or locked: a writer is still at work and will remove them itself
+        pass
+
+
 def check_writable(path: Path, other: str = PASS_DB) -> None:
     """InputError naming the real problem when `path` (or its folder) cannot be written.
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from op_db.connect import BUSY_TIMEOUT_MS, PASS_DB, check_writable
+from op_db.connect import BUSY_TIMEOUT_MS, PASS_DB, check_writable, release
 from op_db.errors import InputError
 from op_db.ownership import LIVENESS, RUNNING, Heartbeat, current_owner, effective_status
 from op_db.schema import (  # noqa: F401  (MIGRATIONS, SCHEMA_VERSION, APP_ID: re-exported)
@@ -91,6 +91,8 @@ class Store:
 
     def close(self) -> None:
         self._conn.close()
+        if self.readonly:
+            release(self.path)
 
     def __enter__(self) -> "Store":
         return self

@@ -37,7 +37,7 @@ def test_sharded_runs_merge_into_the_unsharded_run(tmp_path, db_files):
         assert shard.returncode == 0, shard.stderr
     merged = db_files.run_cli("merge", "shard-1.db", "shard-2.db", "-o", "all.db", cwd=tmp_path)
     assert merged.returncode == 0, merged.stderr
-    assert merged.stdout.strip() == "run 1: 6 results from 2 shard(s)"
+    assert merged.stdout.strip() == "run 1: 6 results from 2 shards"
 
     _, expected = statuses(tmp_path / "whole.db")
     run, got = statuses(tmp_path / "all.db")
