@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,8 +76,9 @@ class FixResult:
     def changed(self) -> bool:
         return self.new_text != self.old_text
 
-    def diff(self) -> str:
-        return unified_diff(self.path, self.old_text, self.new_text)
+    def diff(self, file: str | None = None) -> str:
+        """The patch, naming `file` (default: the path it was fixed as) the way `git apply` finds it."""
+        return unified_diff(patch_path(file or self.path), self.old_text, self.new_text)
 
 
 def _prelude_text(parts: set[str], device_name: str, existing: set[str], need_torch: bool) -> str:
@@ -160,6 +162,17 @@ def fix_source(text: str, path: str = "<string>") -> FixResult:
 def _joint(head: str, tail: str) -> str:
     """A newline when the line before the prelude has none (the file's last line)."""
     return "\n" if head and not tail and not head.endswith(("\n", "\r")) else ""
+
+
+def patch_path(path: str) -> str:
+    """How a patch names `path` so that `git apply` finds it: relative to the top of the git
+    repository holding it, else to the working folder (where a patch outside a repository is
+    applied). A path as given (`/tmp/x/train.py`) made `a//tmp/x/train.py`, which git refuses."""
+    if path.startswith("<"):  # text fixed without a file ("<string>")
+        return path
+    target = Path(path).resolve()
+    base = next((folder for folder in target.parents if (folder / ".git").exists()), None) or Path.cwd()
+    return Path(os.path.relpath(target, base)).as_posix()
 
 
 def unified_diff(path: str, old: str, new: str) -> str:

@@ -148,7 +148,7 @@ class ProjectScan:
     result: Any  # porting_cli.scan.ScanResult over all files
     files: list[dict[str, Any]]  # one summary per scanned file
     warnings: list[str]  # the project's warnings plus the files that could not be scanned
-    patch: str = ""  # the unified diff of every file's automatic fixes, paths relative to the root
+    patch: str = ""  # the unified diff of every file's automatic fixes (paths: porting_cli.fix.patch_path)
 
 
 def scan_project(project: Project, jobs: int = 0) -> ProjectScan:
@@ -170,7 +170,7 @@ def scan_project(project: Project, jobs: int = 0) -> ProjectScan:
             continue
         findings += scanned.result.findings
         lines += scanned.result.lines
-        patches.append(scanned.fix.diff())
+        patches.append(scanned.fix.diff(project.path(rel)))
         files.append({"path": rel, "lines": scanned.result.lines, "findings": len(scanned.result.findings),
                       "needs_change": sum(f.severity != "info" for f in scanned.result.findings),
                       "fixable": sum(f.fixable for f in scanned.result.findings)})

@@ -181,11 +181,14 @@ def test_static_project_report_has_findings_per_file_and_root_relative_paths_in_
     assert uris <= {"pkg/model.py", "pkg/data.py", "train.py"} and "pkg/model.py" in uris
 
 
-def test_project_diff_covers_every_file_with_root_relative_headers(tmp_path):
+def test_project_diff_covers_every_file_and_applies_where_it_was_made(tmp_path):
     copy_package(tmp_path)
     out = cli(["proj", "--diff"], tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "--- a/pkg/model.py" in out.stdout and "+++ b/pkg/model.py" in out.stdout
+    assert "--- a/proj/pkg/model.py" in out.stdout and "+++ b/proj/pkg/model.py" in out.stdout
+    (tmp_path / "fix.patch").write_text(out.stdout)
+    check = subprocess.run(["git", "apply", "--check", "fix.patch"], cwd=tmp_path, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
 
 
 @pytest.mark.slow
