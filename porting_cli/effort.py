@@ -27,6 +27,7 @@ import dataclasses
 import re
 from typing import Any, Iterable
 
+from op_db.text import plural
 from porting_cli.scan.rules import EFFORTS, RULES_BY_ID
 
 #: (low, high) hours per item, by effort level
@@ -193,7 +194,7 @@ def effort_of(items: list[ChangeItem], findings: list[dict[str, Any]], ops: list
         by_severity[f["severity"]] = by_severity.get(f["severity"], 0) + 1
     counted = [i for i in items if i.needs_change]
     return Effort(
-        overall=_level(i.effort for i in counted), items=len(counted),
+        overall=_level(i.effort for i in counted), items=len(items),
         hours_low=round(sum(i.hours_low for i in counted), 2),
         hours_high=round(sum(i.hours_high for i in counted), 2),
         findings=len(findings), fixable=sum(f["fixable"] for f in findings),
@@ -202,17 +203,24 @@ def effort_of(items: list[ChangeItem], findings: list[dict[str, Any]], ops: list
         by_effort=by_effort, by_severity=by_severity)
 
 
+def items_summary(items: list[ChangeItem]) -> str:
+    """One line naming every change item by what happens to it, from the list the table and the
+    JSON show: applied by --fix (its `fixable`), by hand, or informational only."""
+    groups = (("applied by --fix", [i.id for i in items if i.fixable]),
+              ("to change by hand", [i.id for i in items if not i.fixable and i.needs_change]),
+              ("informational, no change needed", [i.id for i in items if not i.fixable and not i.needs_change]))
+    named = [f"{len(ids)} {what} ({', '.join(ids)})" for what, ids in groups if ids]
+    return f"{plural(len(items), 'change item')}: " + "; ".join(named)
+
+
 def decide(items: list[ChangeItem], runtime: dict[str, Any] | None) -> Verdict:
+    summary = [items_summary(items)] if items else []
     blocking = [i for i in items if i.blocks]
     if blocking:
-        return Verdict("blocked", [f"{i.id}: {i.rationale}" for i in blocking], [i.id for i in blocking])
-    changes = [i for i in items if i.needs_change]
-    if changes:
-        fixable = sum(i.fixable for i in changes)
-        return Verdict("ready-with-fixes",
-                       [f"{len(changes)} change item(s), {fixable} applied by --fix: "
-                        + "; ".join(f"{i.id} {i.family}" + (f" in {i.path}" if i.path else "")
-                                    for i in changes[:8])], [])
+        return Verdict("blocked", [f"{i.id}: {i.rationale}" for i in blocking] + summary, [i.id for i in blocking])
+    if any(i.needs_change for i in items):
+        return Verdict("ready-with-fixes", summary, [])
     if runtime is None:
-        return Verdict("ready", ["no CUDA-specific code found (runtime not checked: --static-only)"], [])
-    return Verdict("ready", ["no CUDA-specific code found and every op ran on the target"], [])
+        return Verdict("ready", ["no CUDA-specific code needs a change (runtime not checked: --static-only)"]
+                       + summary, [])
+    return Verdict("ready", ["no CUDA-specific code needs a change and every op ran on the target"] + summary, [])

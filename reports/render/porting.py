@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from op_db.text import cut
+from op_db.text import cut, plural
 from reports.sanitize import dumps_json, for_markdown, for_terminal, markdown_fence
 
 LIST_LIMIT = 40  # rows per text section; JSON and HTML hold every row
@@ -83,7 +83,7 @@ def _render(report: dict[str, Any], md: bool) -> str:
     out.append(f"**Verdict: {verdict}**" if md else f"Verdict: {verdict}")
     out.extend(f"{'- ' if md else '  - '}{_cell(reason, md)}" for reason in report["reasons"])
     effort = report["effort"]
-    out.append(f"\nEffort: {effort['overall']} ({effort.get('items', 0)} change item(s) from "
+    out.append(f"\nEffort: {effort['overall']} ({plural(effort.get('items', 0), 'change item')} from "
                f"{effort['findings']} finding(s), {effort['fixable']} auto-fixable; "
                f"{effort['blocking_ops']} blocking op(s), {effort['fallback_ops']} CPU-fallback op(s); "
                f"{_hours(effort)} of work)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,43 @@ def test_effort_sums_the_item_ranges():
     assert effort["items"] == 2 and effort["overall"] == "medium"
     assert (effort["hours_low"], effort["hours_high"]) == (HOURS["medium"][0] + HOURS["none"][0],
                                                            HOURS["medium"][1] + HOURS["none"][1])
+
+
+def project_report(sources: dict[str, str]) -> dict:
+    from porting_cli.scan import ScanResult
+
+    findings = [f for path, text in sources.items() for f in scan_source(text, path).findings]
+    return build_report("proj", ScanResult(path="proj", findings=findings, lines=1), "").to_dict()
+
+
+def test_summary_table_and_json_name_the_same_items_as_fixed():
+    """Eleven items (more than a summary used to name), one by hand, one informational: the verdict
+    line, the table's fix column and the JSON agree item by item (issue 31, item 3)."""
+    from reports.render.porting import render
+
+    sources = {f"m{n:02}.py": "x = x.cuda()\n" for n in range(9)}
+    sources["env.py"] = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n"
+    sources["marks.py"] = "import torch\ntorch.cuda.nvtx.range_push('step')\n"
+    report = project_report(sources)
+    items = report["items"]
+    assert len(items) == 11 and report["effort"]["items"] == 11
+    fixed = [i["id"] for i in items if i["fixable"]]
+    by_hand = [i["id"] for i in items if not i["fixable"] and i["needs_change"]]
+    info = [i["id"] for i in items if not i["fixable"] and not i["needs_change"]]
+    assert (len(fixed), len(by_hand), len(info)) == (9, 1, 1)
+    assert report["reasons"] == [f"11 change items: 9 applied by --fix ({', '.join(fixed)}); "
+                                 f"1 to change by hand ({by_hand[0]}); "
+                                 f"1 informational, no change needed ({info[0]})"]
+    table = render(report, "table")
+    assert f"  - {report['reasons'][0]}\n" in table
+    assert "Effort: low (11 change items from 11 finding(s)" in table
+    column = dict(re.findall(r"^(C\d+)\s+\S+\s+\S+ h\s+(yes|no) ", table, re.MULTILINE))
+    assert column == {i["id"]: "yes" if i["fixable"] else "no" for i in items}
+
+
+def test_a_ready_script_with_only_informational_items_still_names_them():
+    report = report_of("import torch\ntorch.cuda.nvtx.range_push('step')\n")
+    (item,) = report["items"]
+    assert report["verdict"] == "ready"
+    assert report["reasons"] == ["no CUDA-specific code needs a change (runtime not checked: --static-only)",
+                                 f"1 change item: 1 informational, no change needed ({item['id']})"]

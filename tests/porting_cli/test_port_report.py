@@ -57,7 +57,8 @@ def test_blocked_report_names_op_site_and_effort():
     report = report_for(CLEAN, trace(("aten.addmm.default", "s.py:6", 2), errors=[UNSUPPORTED_NORM], outcome="raised"))
     assert report["reasons"] == [
         "C1: aten.native_layer_norm.default is UNSUPPORTED (on the target) at s.py:7: the backend needs "
-        "a kernel for it, or the model a composite of supported ops"]
+        "a kernel for it, or the model a composite of supported ops",
+        "1 change item: 1 to change by hand (C1)"]
     assert report["blocked_by"] == ["C1"] and report["items"][0]["kind"] == "op"
     first = report["ops"][0]
     assert (first["op"], first["status"], first["sites"], first["count"]) == (
