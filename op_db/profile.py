@@ -21,7 +21,7 @@ from typing import Any
 
 from op_db.errors import InputError
 from op_db.records import Result, Status
-from op_db.sim_profile import dtype_names, is_op_pattern, load_profile
+from op_db.sim_profile import dtype_names, is_op_pattern, known_op_names, load_profile
 
 _NEUTRAL = {Status.SKIP, Status.REF_ERROR}
 
@@ -45,8 +45,9 @@ def profile_from_results(results: list[Result], name: str) -> dict[str, Any]:
 
 
 def _exact_op(name: str) -> bool:
-    """A measured op name the schema accepts, taken literally (a '*' in it would glob)."""
-    return is_op_pattern(name) and "*" not in name
+    """A measured op name the schema accepts, taken literally (a '*' in it would glob): an overload
+    this torch has (a custom op whose library is not loaded here could not be simulated anyway)."""
+    return is_op_pattern(name) and "*" not in name and name in known_op_names()
 
 
 def export_profile(store: Any, run_spec: str | int | None, path: str | Path | None = None) -> dict[str, Any]:

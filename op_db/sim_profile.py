@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from op_db.errors import InputError
+from op_db.text import closest, did_you_mean, suggestion
 
 FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise", "truncate", "stochastic", "double_round")
 # Kinds that recompute the op one precision up and round the result into the output dtype.
@@ -172,9 +173,8 @@ def _parse(data: Any, where: str) -> SimProfile:
     ops = {k: _op_list(data.get(k, []), k, where) for k in ("unsupported_ops", "fallback_ops")}
     dtypes = _dtype_list(data.get("unsupported_dtypes", []), where)
     faults = _fault_list(data, "faults", where)
-    compile_faults = _fault_list(data, "compile_faults", where, known_ops=True)
-    compile_unsupported = _op_list(data.get("compile_unsupported_ops", []), "compile_unsupported_ops", where,
-                                   known_ops=True)
+    compile_faults = _fault_list(data, "compile_faults", where)
+    compile_unsupported = _op_list(data.get("compile_unsupported_ops", []), "compile_unsupported_ops", where)
     raw_collective = data.get("collective_faults", [])
     if not isinstance(raw_collective, list):
         raise InputError(f"In {where}: 'collective_faults' must be a list.")
@@ -205,44 +205,57 @@ def _check_op(pattern: Any, what: str, where: str) -> str:
     return pattern
 
 
-def _check_known_op(pattern: str, what: str, where: str) -> str:
-    """A name without globs must be an aten overload (or packet) this torch has: a typo in a
-    compile-mode entry would otherwise inject nothing and prove nothing."""
-    if "*" in pattern:
-        return pattern
+@lru_cache(maxsize=1)
+def known_op_names() -> tuple[str, ...]:
+    """Every operator overload this torch's dispatcher knows, as profiles name them ('aten.mul.Tensor')."""
     import torch
 
-    namespace, _, rest = pattern.partition(".")
-    packet_name, _, overload = rest.partition(".")
-    try:
-        packet = getattr(getattr(torch.ops, namespace), packet_name)
-        known = not overload or overload in packet.overloads()
-    except (AttributeError, RuntimeError):
-        known = False
-    if not known:
-        raise InputError(f"In {where}: {what} names {pattern!r}, which is not an operator of this torch "
-                         "(expected an overload like 'aten.mul.Tensor' or 'aten.sin.default').")
-    return pattern
+    names = set()
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, rest = qualified.partition("::")
+        name, _, overload = rest.partition(".")
+        names.add(f"{namespace}.{name}.{overload or 'default'}")
+    return tuple(sorted(names))
 
 
-def _op_list(value: Any, key: str, where: str, known_ops: bool = False) -> tuple[str, ...]:
+def _check_known_op(pattern: str, what: str, where: str) -> str:
+    """An op name must be an overload this torch has, and a glob must match one: a typo would
+    otherwise inject nothing (every item passes) and prove nothing. Says the closest names."""
+    known = known_op_names()
+    if "*" in pattern:
+        if any(fnmatch.fnmatchcase(name, pattern) for name in known):
+            return pattern
+        packet, _, overload = pattern.rpartition(".") if pattern.count(".") >= 2 else (pattern, "", "")
+        packets = {name.rpartition(".")[0] for name in known}
+        near = closest(packet.replace("*", ""), packets)
+        hint = suggestion([f"{name}.{overload}" for name in near] if overload else near)
+        raise InputError(f"In {where}: {what} has the glob {pattern!r}, which matches no operator of this "
+                         f"torch{hint}.")
+    if pattern in known:
+        return pattern
+    overloads = [name for name in known if name.startswith(pattern + ".")]
+    hint = f" (did you mean {pattern + '.*'!r} or one overload, such as {overloads[0]!r}?)" if overloads \
+        else did_you_mean(pattern, known)
+    raise InputError(f"In {where}: {what} names {pattern!r}, which is not an operator of this torch{hint}; "
+                     "expected an overload like 'aten.mul.Tensor' or 'aten.sin.default'.")
+
+
+def _op_list(value: Any, key: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise InputError(f"In {where}: {key!r} must be a list of op names.")
     names = tuple(_check_op(p, f"{key} entry {i}", where) for i, p in enumerate(value))
-    if known_ops:
-        for i, name in enumerate(names):
-            _check_known_op(name, f"{key} entry {i}", where)
+    for i, name in enumerate(names):
+        _check_known_op(name, f"{key} entry {i}", where)
     return names
 
 
-def _fault_list(data: Mapping, key: str, where: str, known_ops: bool = False) -> tuple[Fault, ...]:
+def _fault_list(data: Mapping, key: str, where: str) -> tuple[Fault, ...]:
     raw = data.get(key, [])
     if not isinstance(raw, list):
         raise InputError(f"In {where}: {key!r} must be a list.")
     faults = tuple(_fault(i, entry, where, key) for i, entry in enumerate(raw))
-    if known_ops:
-        for i, fault in enumerate(faults):
-            _check_known_op(fault.op, f"{key} entry {i}", where)
+    for i, fault in enumerate(faults):
+        _check_known_op(fault.op, f"{key} entry {i}", where)
     return faults
 
 

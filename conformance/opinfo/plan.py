@@ -13,6 +13,7 @@ from conformance.opindex import op_index
 from conformance.planning import OpsOptions, in_shard, is_fp8, parse_shard
 from op_db.errors import InputError
 from op_db.records import WorkItem
+from op_db.text import did_you_mean
 
 SUITE = "opinfo"
 _GRAD_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
@@ -21,11 +22,17 @@ _GRAD_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex6
 def match_ops(names: list[str], patterns: tuple[str, ...], what: str = "--ops") -> list[str]:
     """Full names matching any pattern (exact name or fnmatch glob); each pattern must match."""
     chosen: set[str] = set()
+    unmatched = []
     for pattern in patterns:
         hits = [n for n in names if n == pattern] or fnmatch.filter(names, pattern)
         if not hits:
-            raise InputError(f"{what} pattern {pattern!r} matches no OpInfo op (try a glob such as 'nn.functional.*').")
+            unmatched.append(pattern)
         chosen.update(hits)
+    if unmatched:  # every bad pattern at once, each with the names it was probably meant to be
+        listed = ", ".join(f"{p!r}{did_you_mean(p.replace('*', ''), names, dotted_tail=True)}" for p in unmatched)
+        many = len(unmatched) > 1
+        raise InputError(f"{what} pattern{'s' if many else ''} {listed} match{'' if many else 'es'} no OpInfo op "
+                         "(try a glob such as 'nn.functional.*').")
     return [n for n in names if n in chosen]
 
 
