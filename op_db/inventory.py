@@ -12,6 +12,11 @@ holds wins):
   fallback for its key (which may run it on CPU, or raise);
 * `missing`: nothing at all; calling it on the device raises.
 
+On the `sim` device a profile stands in for a real backend's gaps, so of the ops that reach
+the backend (direct or fallback), its `unsupported_ops` are `missing` (they raise what a backend
+without the kernel raises) and its `fallback_ops` `fallback` (they run through the CPU fallback).
+A composite op named there still decomposes before the backend sees it, so it stays composite.
+
 `torch._C._dispatch_has_computed_kernel_for_dispatch_key` is not used: once a
 backend fallback exists it is true for every op, so it cannot mean "supported".
 These are static facts; whether the kernel computes the right thing is what
@@ -32,6 +37,8 @@ KINDS = (
     "missing",
 )
 _COMPOSITE_KEYS = KINDS[1:4]
+# Kinds whose calls reach the backend itself; a composite runs as other ops and never does.
+_BACKEND_RUNS = ("direct", "fallback")
 
 
 def overload_name(dispatcher_name: str) -> str:
@@ -55,8 +62,9 @@ def has_backend_fallback(dispatch_key: str) -> bool:
     return bool(probe(key))
 
 
-def dispatcher_coverage(dispatch_key: str, namespace: str = "aten") -> list[tuple[str, str]]:
-    """(overload, kind) for every registered op of `namespace`, sorted by overload."""
+def dispatcher_coverage(dispatch_key: str, namespace: str = "aten", profile: Any = None) -> list[tuple[str, str]]:
+    """(overload, kind) for every registered op of `namespace`, sorted by overload; `profile`: the
+    sim profile in force (BackendAdapter.coverage_profile), whose gaps override registrations."""
     import torch
 
     from op_db.errors import InputError
@@ -75,7 +83,10 @@ def dispatcher_coverage(dispatch_key: str, namespace: str = "aten") -> list[tupl
         else:
             kind = next((k for k in _COMPOSITE_KEYS if has_kernel(name, k)), None)
             kind = kind or ("fallback" if fallback else "missing")
-        rows.append((overload_name(name), kind))
+        op = overload_name(name)
+        if profile is not None and kind in _BACKEND_RUNS:
+            kind = "missing" if profile.is_unsupported_op(op) else "fallback" if profile.is_fallback_op(op) else kind
+        rows.append((op, kind))
     rows.sort()
     return rows
 
@@ -90,6 +101,6 @@ def store_coverage(store: Any, run_id: int, adapter: Any) -> int:
 
     The adapter must be initialised, so its kernels are registered. Returns the number of ops stored.
     """
-    rows = dispatcher_coverage(adapter.dispatch_key)
+    rows = dispatcher_coverage(adapter.dispatch_key, profile=adapter.coverage_profile())
     store.set_coverage(run_id, rows)
     return len(rows)

@@ -171,6 +171,11 @@ class BackendAdapter:
     def dtype_supported(self, dtype_name: str) -> bool:
         return dtype_name not in self.never_supported_dtypes
 
+    def coverage_profile(self) -> Any:
+        """The sim profile in force (op_db.sim_profile.SimProfile), whose unsupported and fallback
+        ops change what the device really offers beyond its registrations; None for a real backend."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         available = self.is_available()
         return {

@@ -157,10 +157,13 @@ class SimAdapter(BackendAdapter):
         return transfer.to_cpu(t)
 
     def dtype_supported(self, dtype_name: str) -> bool:
+        profile = self.coverage_profile()
+        return profile is None or dtype_name not in profile.unsupported_dtypes
+
+    def coverage_profile(self) -> Any:
         import conformance.sim as sim
 
-        profile = sim.active_profile()
-        return profile is None or dtype_name not in profile.unsupported_dtypes
+        return sim.active_profile()
 
     def track_fallbacks(self) -> "_SimFallbacks":
         return _SimFallbacks()

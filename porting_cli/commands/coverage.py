@@ -35,14 +35,17 @@ def command(device, sim_profile, kinds, summary, fmt) -> None:
     if unknown:
         raise InputError(f"unknown --kind {unknown[0]!r}; choose from {', '.join(KINDS)}.")
     adapter, device_string = resolve_device(device, sim_profile)
-    rows = dispatcher_coverage(adapter.dispatch_key)
+    profile = adapter.coverage_profile()
+    rows = dispatcher_coverage(adapter.dispatch_key, profile=profile)
     counts = coverage_summary(rows)
     listed = [] if summary else [(op, kind) for op, kind in rows if not kinds or kind in kinds]
     if fmt == "json":
         echo(dumps_json({
             "schema": 1, "device": device_string, "backend": adapter.name,
             "dispatch_key": adapter.dispatch_key, "simulated": bool(adapter.simulated),
+            "sim_profile": profile.name if profile is not None else None,
             "summary": counts, "ops": [{"op": op, "kind": kind} for op, kind in listed],
         }, indent=2))
     else:
-        echo(coverage_table(device_string, adapter.dispatch_key, bool(adapter.simulated), counts, listed))
+        echo(coverage_table(device_string, adapter.dispatch_key, bool(adapter.simulated), counts, listed,
+                            profile.name if profile is not None else None))

@@ -65,6 +65,9 @@ def test_store_coverage_records_the_table_with_the_run(tmp_path):
     class CpuLike:
         dispatch_key = "CPU"
 
+        def coverage_profile(self):
+            return None
+
     with Store.open(tmp_path / "a.db") as store:
         run_id = write_sample_run(store)
         count = store_coverage(store, run_id, CpuLike())
