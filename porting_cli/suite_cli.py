@@ -116,10 +116,13 @@ def suite_command(name: str, options_type: type, *, help: str, default_timeout: 
                 return answered
         return run_suite(name, options_type, run, suite_values, after_start=after_start)
 
+    # Only a suite with a compile mode (a `modes` field: --mode eager,compile) takes the compile
+    # flags; `dist` has no compiled checks, and listed them while ignoring them.
+    compiles = "modes" in {f.name for f in dataclasses.fields(options_type)}
     func = callback
     for decorator in reversed((device_option, sim_profile_option, db_option,
                                *(_click_option(f, spec) for f, spec in cli_fields(options_type)),
-                               *_COMPILE_OPTIONS, *extra_params,
+                               *(_COMPILE_OPTIONS if compiles else ()), *extra_params,
                                engine_options(default_timeout=default_timeout), executor_options, series_option)):
         func = decorator(func)
     return click.command(name, help=help)(func)
