@@ -107,9 +107,13 @@ def _render(report: Report, tablefmt: str, heading) -> str:
 
     failures = [r for r in report.results if r.status in FAILING]
     out.append(heading(f"Failures ({len(failures)})"))
+    # A model's MISMATCH says where it was born (models/first_divergence.py): its own column,
+    # shown when any failure has one, so an op sweep's table keeps its width.
+    located = any(r.divergence for r in failures)
     table(
-        [[r.item.test_id, r.status.value, r.failing_op or "", _cut(r.message or "", 100)] for r in failures[:LIST_LIMIT]],
-        ["item", "status", "failing op", "message"],
+        [[r.item.test_id, r.status.value, r.failing_op or "", *([r.divergence or ""] if located else []),
+          _cut(r.message or "", 100)] for r in failures[:LIST_LIMIT]],
+        ["item", "status", "failing op", *(["first divergent module"] if located else []), "message"],
     )
     _more(out, failures)
 
