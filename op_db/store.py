@@ -287,6 +287,15 @@ class Store:
         )
         return {WorkItem(*r) for r in rows}
 
+    def item_durations(self, backend: str, suites: Iterable[str]) -> dict[WorkItem, float]:
+        """The last measured duration_s of every item of `suites` on `backend`, over all stored runs:
+        what a progress estimate starts from before this run has timed anything."""
+        marks = ",".join("?" * len(suites := sorted(set(suites))))
+        rows = self._conn.execute(
+            "SELECT suite, subject, variant, dtype, mode, duration_s FROM results JOIN runs ON runs.id = run_id "
+            f"WHERE backend = ? AND suite IN ({marks}) AND duration_s > 0 ORDER BY run_id", (backend, *suites))
+        return {WorkItem(*row[:5]): row[5] for row in rows}  # later runs overwrite earlier ones
+
     def status_counts(self, run_id: int) -> dict[str, int]:
         rows = self._conn.execute(
             "SELECT status, count(*) FROM results WHERE run_id = ? GROUP BY status", (run_id,)

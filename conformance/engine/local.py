@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from conformance.config import RunConfig
+from conformance.engine.progress import Estimate, Progress, is_terminal
 from conformance.outcome import signal_name
 from op_db.errors import NeuronCheckError
 from op_db.records import Result, Status, WorkItem
@@ -96,13 +97,13 @@ def run_items(items: Sequence[WorkItem], config: RunConfig, store: Any, run_id: 
     summary = RunSummary(run_id=run_id, planned=len(items))
     executor = executor or get_executor(config)
     started = time.perf_counter()
-    bar = _progress_bar(len(items)) if progress and sys.stderr.isatty() and items else None
+    bar = _progress_bar(items, config, store) if progress and items and is_terminal(sys.stderr) else None
 
     def emit(result: Result) -> None:
         store.add_result(run_id, result)
         summary.add(result)
         if bar is not None:
-            bar.update(1)
+            bar.advance(result.item, result.duration_s)
 
     status = "failed"
     try:
@@ -157,10 +158,10 @@ def start_run(store: Any, config: RunConfig, adapter: Any, options: dict[str, An
     return store.create_run(options=options, **meta)
 
 
-def _progress_bar(total: int):
-    import click
-
-    return click.progressbar(length=total, label="items", file=sys.stderr, show_pos=True, show_eta=True)
+def _progress_bar(items: Sequence[WorkItem], config: RunConfig, store: Any) -> Progress:
+    """The run's bar, its estimate starting from the store's times of the same items on this backend."""
+    expected = store.item_durations(config.backend, {item.suite for item in items})
+    return Progress("items", len(items), Estimate(items, expected, workers=config.jobs))
 
 
 class InlineExecutor(Executor):

@@ -59,10 +59,14 @@ def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs:
     rows = [entry.to_dict() for entry in entries]
     summary = None
     if check_build:
+        from conformance.engine.progress import Estimate, Progress
         from conformance.models.census import census
         from conformance.models.census_report import summarise
 
-        statuses = census([e.subject for e in entries], jobs=jobs)
+        subjects = [e.subject for e in entries]
+        # Censuses are not stored, so the estimate starts from this census's own pair times.
+        with Progress("pairs", len(subjects), Estimate(subjects, workers=jobs)) as bar:
+            statuses = census(subjects, jobs=jobs, on_pair=lambda pair: bar.advance(pair.subject, pair.seconds))
         summary = summarise(entries, statuses)
         for row in rows:
             found = statuses[row["subject"]]

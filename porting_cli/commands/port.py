@@ -161,6 +161,10 @@ def _runtime(script: str, args: list[str], device: str | None, sim_profile: str 
              root: str | None = None):
     """The trace (and the CPU reach run for --against). `root`: project mode's folder, which
     is both the user's code and the base of the sites' paths."""
+    from pathlib import Path
+
+    from conformance.engine.progress import Progress
+    from op_db.text import plural
     from porting_cli.options import apply_sim_profile
     from porting_cli.prediction import Prediction
     from porting_cli.trace import run_trace
@@ -171,14 +175,18 @@ def _runtime(script: str, args: list[str], device: str | None, sim_profile: str 
         apply_sim_profile(sim_profile)  # validated here; the child inherits it through the environment
         device = device or "sim"
     prediction = Prediction.load(against, db_path) if against else None
-    trace = run_trace(script, args, device=device, max_steps=max_steps, max_seconds=max_seconds,
-                      root=root, display_base=root)
+    limits = f"{plural(max_steps, 'step')}, " if max_steps else ""
+    limits += f"at most {max_seconds:g} s" if max_seconds else "no time limit"
+    with Progress(f"running {Path(script).name} on {device or 'the default device'} ({limits})"):
+        trace = run_trace(script, args, device=device, max_steps=max_steps, max_seconds=max_seconds,
+                          root=root, display_base=root)
     reach = None
     if prediction is not None and trace.outcome in ("raised", "crashed"):
         # Ops after the failure were never reached live: run the script on the CPU (same
         # limits) to learn them; the table shows their status as predicted by --against.
-        reach = run_trace(script, args, device="cpu", max_steps=max_steps, max_seconds=max_seconds,
-                          divergence=False, root=root, display_base=root)
+        with Progress(f"running {Path(script).name} on the CPU to find the ops after the failure"):
+            reach = run_trace(script, args, device="cpu", max_steps=max_steps, max_seconds=max_seconds,
+                              divergence=False, root=root, display_base=root)
     return trace, reach, prediction
 
 
