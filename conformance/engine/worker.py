@@ -22,11 +22,26 @@ def init_worker(config: RunConfig) -> WorkerContext:
     """Initialise the backend once for this process (sim profile via the environment)."""
     from conformance import backends
 
+    _no_cross_process_bar_lock()
     if config.sim_profile:
         os.environ["NEURON_CHECK_SIM_PROFILE"] = config.sim_profile
     adapter = backends.get(config.backend)
     adapter.init()
     return WorkerContext(config=config, adapter=adapter)
+
+
+def _no_cross_process_bar_lock() -> None:
+    """tqdm, which torch.fx's interpreter draws in compile mode, makes a multiprocessing RLock on
+    first use: a named semaphore that a worker killed at the end of a run never unlinks, so the
+    resource tracker warned "1 leaked semaphore objects" after every compile-mode run. A worker
+    draws no bars for other processes to share; a thread lock does."""
+    try:
+        import tqdm
+    except ImportError:
+        return
+    import threading
+
+    tqdm.tqdm.set_lock(threading.RLock())
 
 
 def _suite(name: str, ctx: WorkerContext) -> Any:

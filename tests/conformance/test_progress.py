@@ -107,3 +107,33 @@ def test_the_porting_runtime_check_shows_progress_on_a_terminal_only(tmp_path):
         os.close(terminal)
     assert proc.returncode == 0
     assert "\rrunning slow.py on cpu (2 steps, at most 300 s)  0:01" in shown
+
+
+TQDM_IN_A_WORKER = """
+import multiprocessing, multiprocessing.resource_tracker as tracker, sys
+multiprocessing.set_start_method("spawn")  # as in the engine's workers: named semaphores
+registered = []
+tracker.register = lambda name, kind: registered.append(kind)
+if sys.argv[1] == "fixed":
+    from conformance.engine.worker import _no_cross_process_bar_lock
+    _no_cross_process_bar_lock()
+import tqdm
+for _ in tqdm.tqdm(range(2), disable=True):
+    pass
+print(registered)
+"""
+
+
+@pytest.mark.parametrize("setup, registered", [("plain", "['semaphore']"), ("fixed", "[]")])
+def test_a_worker_makes_no_semaphore_for_tqdm(setup, registered):
+    """torch.fx draws a tqdm bar in compile mode; tqdm's default lock is a named semaphore that a
+    killed worker leaks (the resource tracker's warning after every compile-mode run, issue 31,
+    item 10). 'plain' shows what a worker made before."""
+    import subprocess
+
+    from tests.porting_cli.conftest import cli_env
+
+    out = subprocess.run([sys.executable, "-c", TQDM_IN_A_WORKER, setup], env=cli_env(), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == registered
