@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from conformance.engine.item_log import LOG_LIMIT
 from conformance.numerics import compare
 from conformance.outcome import classify_exception, describe_exception
 from op_db.records import Result, Status, WorkItem, shorten
@@ -59,6 +60,10 @@ def worst(results: dict[int, Result]) -> Result:
     rank, chosen = min(results.items(), key=lambda pair: (RANK_SEVERITY.index(pair[1].status), pair[0]))
     merged = Result.from_dict(chosen.to_dict())
     merged.extra = {**chosen.extra, "rank": rank, "ranks": {str(r): res.status.value for r, res in sorted(results.items())}}
+    logs = [f"[rank {r}] {line}" for r, res in sorted(results.items()) for line in res.extra.get("log", "").splitlines()]
+    merged.extra.pop("log", None)
+    if logs:
+        merged.extra["log"] = shorten("\n".join(logs), 2 * LOG_LIMIT)
     merged.duration_s = max(r.duration_s for r in results.values())
     if merged.status not in (Status.PASS, Status.SKIP) and merged.message:
         merged.message = shorten(f"rank {rank}: {merged.message}")

@@ -13,12 +13,12 @@ import os
 import signal
 import time
 import traceback
-import warnings
 from typing import Any
 
 from conformance.config import RunConfig
 from conformance.lifeline import die_with_parent
 from conformance.dist.process_group import RankPlace, join_world
+from conformance.engine.item_log import ItemLog
 from op_db.records import Result, Status, WorkItem, shorten
 
 
@@ -59,6 +59,9 @@ def check_module(subject: str) -> Any:
 def run_check(item: WorkItem, rctx: RankContext) -> Result:
     """One item on this rank; a bug in a check is an ERROR naming it, never a dead rank."""
     started = time.perf_counter()
+    log = rctx.state.get("log")
+    if log is not None:
+        log.take()  # what the last item's teardown said is not this item's
     try:
         result = check_module(item.subject).run_item(item, rctx)
     except Exception as exc:  # noqa: BLE001 - reported per item
@@ -67,7 +70,7 @@ def run_check(item: WorkItem, rctx: RankContext) -> Result:
             f"internal error in the dist suite: {type(exc).__name__}: {exc}\n{tail}"))
     if not result.duration_s:
         result.duration_s = time.perf_counter() - started
-    return result
+    return log.attach(result) if log is not None else result
 
 
 def open_rank(place: RankPlace, store: Any, config: RunConfig, ranks_on_host: int) -> RankContext:
@@ -76,12 +79,14 @@ def open_rank(place: RankPlace, store: Any, config: RunConfig, ranks_on_host: in
 
     from conformance.engine.worker import init_worker
 
-    warnings.simplefilter("ignore")
+    log = ItemLog()  # torch's C++ warnings, DTensor's and the process group's go to the item, not the terminal
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ranks_on_host)))
     adapter = init_worker(config.with_(device=place.device)).adapter
     # Collectives must not time out before the parent's per-item limit does.
     cpu_group = join_world(adapter, store, place, timeout_s=2 * config.timeout_s + 60)
-    return RankContext(place.rank, place.world_size, place.device, adapter, config, cpu_group)
+    rctx = RankContext(place.rank, place.world_size, place.device, adapter, config, cpu_group)
+    rctx.state["log"] = log
+    return rctx
 
 
 def rank_main(conn: Any, place: RankPlace, store_path: str, config: RunConfig, ranks_on_host: int) -> None:
