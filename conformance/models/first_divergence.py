@@ -35,12 +35,19 @@ class Divergence:
     class_name: str
     reason: str
     router: bool = False
+    ops: tuple[str, ...] = ()  # the computing aten overloads it ran itself on the device (not its children)
+
+    @property
+    def failing_op(self) -> str | None:
+        """The op that produced the wrong value, where the module ran just one: its children passed
+        and its inputs were right, so the error was born in what it computed itself."""
+        return self.ops[0] if len(self.ops) == 1 else None
 
     def describe(self) -> str:
         return f"{self.module} ({self.class_name})"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "ops": list(self.ops)}
 
 
 @dataclasses.dataclass
@@ -49,6 +56,23 @@ class _Call:
     class_name: str
     inputs: list[torch.Tensor]
     outputs: list[torch.Tensor]
+    ops: tuple[str, ...] = ()
+
+
+# Ops that move or relabel values and compute nothing: never the op that made one wrong.
+_COPIES = frozenset({"aten._to_copy.default", "aten.copy_.default", "aten.clone.default", "aten.detach.default",
+                     "aten.lift_fresh.default", "aten.contiguous.default", "aten._unsafe_view.default"})
+
+
+def computes(name: str) -> bool:
+    """Whether aten overload `name` computes values (not a view, a copy or a reshape)."""
+    if name in _COPIES:
+        return False
+    namespace, packet, overload = name.split(".", 2)
+    try:
+        return not getattr(getattr(getattr(torch.ops, namespace), packet), overload).is_view
+    except (AttributeError, RuntimeError):
+        return True
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -56,23 +80,42 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 
 
 @contextlib.contextmanager
-def recording(model: torch.nn.Module) -> Iterator[list[_Call]]:
-    """Hooks on every submodule of `model`; yields the list of calls in completion order."""
+def recording(model: torch.nn.Module, device_type: str | None = None) -> Iterator[list[_Call]]:
+    """Hooks on every submodule of `model`; yields the list of calls in completion order. With
+    `device_type`, each call also lists the computing ops it ran itself on that device."""
     calls: list[_Call] = []
     counts: dict[str, int] = {}
+    running: list[list[str]] = []  # per module call in progress: the ops it ran itself
     handles = []
 
-    def make_hook(name: str) -> Callable:
-        def hook(module, args, kwargs, output):
+    def make_hooks(name: str) -> tuple[Callable, Callable]:
+        def before(module, args, kwargs):
+            running.append([])
+
+        def after(module, args, kwargs, output):
+            own = running.pop() if running else []
             counts[name] = counts.get(name, 0) + 1
-            calls.append(_Call((name, counts[name]), type(module).__name__, _tensors((args, kwargs)), _tensors(output)))
-        return hook
+            calls.append(_Call((name, counts[name]), type(module).__name__, _tensors((args, kwargs)), _tensors(output),
+                               tuple(dict.fromkeys(op for op in own if computes(op)))))
+        return before, after
+
+    def ran(op: str, args: Any, kwargs: Any) -> None:
+        if running:
+            running[-1].append(op)
 
     for name, module in model.named_modules():
         if name:  # the root's output is what already failed
-            handles.append(module.register_forward_hook(make_hook(name), with_kwargs=True))
+            before, after = make_hooks(name)
+            handles.append(module.register_forward_pre_hook(before, with_kwargs=True))
+            handles.append(module.register_forward_hook(after, with_kwargs=True))
     try:
-        yield calls
+        if device_type is None:
+            yield calls
+        else:
+            from conformance.oprecord import record_ops
+
+            with record_ops(device_type, on_op=ran):
+                yield calls
     finally:
         for handle in handles:
             handle.remove()
@@ -98,14 +141,15 @@ def first_divergence(dev_calls: list[_Call], ref_calls: list[_Call], hi_calls: l
         if not compare(call.inputs, ref.inputs, hi_inputs).ok:
             continue
         name = call.key[0] if call.key[1] == 1 else f"{call.key[0]}[call {call.key[1]}]"
-        return Divergence(name, call.class_name, outputs.reason, is_router(call.key[0], call.class_name))
+        return Divergence(name, call.class_name, outputs.reason, is_router(call.key[0], call.class_name), call.ops)
     return None
 
 
 def locate(run_dev: Callable[[], Any], dev_model, run_ref: Callable[[], Any], ref_model,
-           run_hi: Callable[[], Any] | None = None, hi_model=None) -> Divergence | None:
-    """Rerun the three forwards under hooks and name the first divergent module."""
-    with recording(dev_model) as dev_calls:
+           run_hi: Callable[[], Any] | None = None, hi_model=None, device_type: str | None = None) -> Divergence | None:
+    """Rerun the three forwards under hooks and name the first divergent module (and, given the
+    device's `device_type`, the ops it ran itself)."""
+    with recording(dev_model, device_type) as dev_calls:
         run_dev()
     with recording(ref_model) as ref_calls:
         run_ref()

@@ -361,7 +361,8 @@ def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model,
 
     try:
         found = first_divergence.locate(on_device, device_run.model, on_cpu(ref_model, dtype), ref_model,
-                                  on_cpu(hi_model, _float64()) if hi_model is not None else None, hi_model)
+                                  on_cpu(hi_model, _float64()) if hi_model is not None else None, hi_model,
+                                  device_run.ctx.device_type)
     except Exception as exc:  # noqa: BLE001 - the mismatch stands; say why it was not located
         result.extra["divergence_error"] = shorten(f"{type(exc).__name__}: {exc}", 300)
         return
@@ -370,6 +371,7 @@ def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model,
         return
     result.divergence = found.describe()
     result.extra["divergence"] = found.to_dict()
+    result.failing_op = result.failing_op or found.failing_op
     if found.router:
         result.extra["router_flip"] = True
         result.message = shorten(f"MoE routing flipped at {found.describe()} (topk chose different experts); "

@@ -33,6 +33,9 @@ def test_silu_scale_fault_is_caught_at_the_llama_mlp_activation(models_ctx, use_
     assert llama.status is Status.MISMATCH
     assert llama.divergence == "model.layers.0.mlp.act_fn (SiLUActivation)"
     assert llama.extra["divergence"]["module"] == "model.layers.0.mlp.act_fn"
+    # The activation ran one computing op itself, so that op is named (issue 31, item 4).
+    assert llama.extra["divergence"]["ops"] == ["aten.silu.default"]
+    assert llama.failing_op == "aten.silu.default"
     assert "router_flip" not in llama.extra
     assert llama.aten_ops["aten.silu.default"] >= 2  # one per layer
     gpt2 = run(models_ctx, "gpt2")  # gelu, no silu: the fault does not touch it
