@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Sequence
+from typing import Callable, Sequence
 
 from porting_cli.scan.cache import CachedScan, ScanCache
 from porting_cli.scan.findings import ScanError, ScanResult
@@ -71,8 +71,11 @@ def _analyse_item(item: tuple[str, str]) -> CachedScan | ScanError:
     return analyse(*item)
 
 
-def scan_paths(items: Sequence[tuple[str, str]], options: ScanOptions = ScanOptions()) -> list[FileScan | ScanError]:
-    """``items`` are (file to read, path to report it as); one answer per item, in order."""
+def scan_paths(items: Sequence[tuple[str, str]], options: ScanOptions = ScanOptions(),
+               on_file: Callable[[], None] | None = None) -> list[FileScan | ScanError]:
+    """``items`` are (file to read, path to report it as); one answer per item, in order.
+    `on_file` is called once per item as it is done (a progress bar)."""
+    done = on_file or (lambda: None)
     cache = options.cache if options.cache is not None else ScanCache.default()
     texts: list[str | None] = []
     answers: list[CachedScan | ScanError | None] = []
@@ -82,12 +85,15 @@ def scan_paths(items: Sequence[tuple[str, str]], options: ScanOptions = ScanOpti
         except ScanError as exc:
             texts.append(None)
             answers.append(exc)
+            done()
             continue
         texts.append(text)
         answers.append(cache.load(text, shown))
+        if answers[-1] is not None:
+            done()
     hits = [isinstance(a, CachedScan) for a in answers]
     misses = [i for i, a in enumerate(answers) if a is None]
-    for i, computed in zip(misses, _analyse_all([(texts[i], items[i][1]) for i in misses], options)):
+    for i, computed in zip(misses, _analyse_all([(texts[i], items[i][1]) for i in misses], options, done)):
         answers[i] = computed
         if isinstance(computed, CachedScan):
             cache.store(texts[i], computed)
@@ -101,14 +107,22 @@ def scan_paths(items: Sequence[tuple[str, str]], options: ScanOptions = ScanOpti
     return out
 
 
-def _analyse_all(work: list[tuple[str, str]], options: ScanOptions) -> list[CachedScan | ScanError]:
+def _analyse_all(work: list[tuple[str, str]], options: ScanOptions,
+                 done: Callable[[], None]) -> list[CachedScan | ScanError]:
+    def one_by_one() -> list[CachedScan | ScanError]:
+        answers = []
+        for text, path in work:
+            answers.append(analyse(text, path))
+            done()
+        return answers
+
     jobs = min(options.workers(), len(work))
     if jobs < 2 or sum(text.count("\n") for text, _ in work) < PARALLEL_MIN_LINES:
-        return [analyse(text, path) for text, path in work]
+        return one_by_one()
     import multiprocessing
 
     if "fork" not in multiprocessing.get_all_start_methods():
-        return [analyse(text, path) for text, path in work]
+        return one_by_one()
     from concurrent.futures import ProcessPoolExecutor
 
     import porting_cli.fix  # noqa: F401 - imported once here, inherited by the forked workers
@@ -116,8 +130,11 @@ def _analyse_all(work: list[tuple[str, str]], options: ScanOptions) -> list[Cach
 
     order = sorted(range(len(work)), key=lambda i: -len(work[i][0]))  # big files first: even finish
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        done = list(pool.map(_analyse_item, [work[i] for i in order], chunksize=1))
+        answers = []
+        for answer in pool.map(_analyse_item, [work[i] for i in order], chunksize=1):
+            answers.append(answer)
+            done()
     results: list[CachedScan | ScanError] = [None] * len(work)  # type: ignore[list-item]
-    for i, answer in zip(order, done):
+    for i, answer in zip(order, answers):
         results[i] = answer
     return results

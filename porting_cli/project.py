@@ -163,7 +163,12 @@ def scan_project(project: Project, jobs: int = 0) -> ProjectScan:
     warnings = list(project.warnings)
     patches: list[str] = []
     lines = 0
-    answers = scan_paths([(project.path(rel), rel) for rel in project.files], ScanOptions(jobs=jobs))
+    from conformance.engine.progress import Estimate, Progress
+
+    count = len(project.files)
+    with Progress("scanning files", count, Estimate(range(count))) as bar:
+        answers = scan_paths([(project.path(rel), rel) for rel in project.files], ScanOptions(jobs=jobs),
+                             on_file=bar.step)
     for rel, scanned in zip(project.files, answers):
         if isinstance(scanned, ScanError):
             warnings.append(f"skipped {rel}: {str(scanned).replace(project.path(rel), rel)}")

@@ -86,9 +86,10 @@ class Progress:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._width = 0
+        self._last_step = self.started
 
     def __enter__(self) -> "Progress":
-        self.started = time.monotonic()
+        self.started = self._last_step = time.monotonic()
         if self.enabled:
             self._draw()
             self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
@@ -111,6 +112,13 @@ class Progress:
             self.estimate.finish(key, seconds)
         if self.enabled:
             self._draw()
+
+    def step(self) -> None:
+        """One more of items done one after another (keyed 0, 1, ...), each timed by the wall time
+        since the previous one: for work that reports completions but not item times."""
+        now = time.monotonic()
+        last, self._last_step = self._last_step, now
+        self.advance(self.done, now - last)
 
     def line(self) -> str:
         elapsed = _clock(time.monotonic() - self.started)

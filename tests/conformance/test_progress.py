@@ -137,3 +137,18 @@ def test_a_worker_makes_no_semaphore_for_tqdm(setup, registered):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == registered
+
+
+def test_a_project_scan_counts_its_files_on_a_terminal(tmp_path, monkeypatch):
+    from porting_cli.batch_scan import ScanOptions
+    from porting_cli.project import discover, scan_project
+
+    for n in range(3):
+        (tmp_path / f"m{n}.py").write_text("x = x.cuda()\n")
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr("porting_cli.batch_scan.ScanOptions", lambda jobs=0: ScanOptions(jobs=1, cache=None))
+    scan_project(discover(str(tmp_path), None))
+    drawn = [text.rsplit("  ", 2)[0] for text in tty.getvalue().split("\r")]
+    assert drawn[1] == "scanning files [------------------------] 0/3"
+    assert "scanning files [########################] 3/3" in drawn
