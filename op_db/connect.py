@@ -16,7 +16,7 @@ from op_db.errors import InputError
 
 BUSY_TIMEOUT_MS = 30_000
 # How a command's user names another database, for the advice in errors: `merge` has no --db.
-PASS_DB = "pass --db (or set NEURON_CHECK_DB)"
+PASS_DB = "pass --db (or set NEURON_CHECK_DB) with another file"
 
 # SQLite primary result codes that mean "no write access", as opposed to "bad file".
 _SQLITE_READONLY = 8
@@ -97,12 +97,12 @@ def check_writable(path: Path, other: str = PASS_DB) -> None:
     if not folder.exists():
         raise InputError(f"cannot create database {path}: folder {path.parent} does not exist.")
     if path.exists() and not os.access(path, os.W_OK):
-        raise InputError(f"database {path} is read-only; make it writable or {other} with a writable file.")
+        raise InputError(f"database {path} is read-only; make it writable or {other}.")
     if not os.access(folder, os.W_OK | os.X_OK):
         verb = "write" if path.exists() else "create"
         raise InputError(
             f"cannot {verb} database {path}: the folder {folder} is read-only; "
-            f"{other} with a writable path."
+            f"{other}."
         )
 
 

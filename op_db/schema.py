@@ -117,7 +117,7 @@ def _check_is_ours(path: Path, other: str = PASS_DB) -> None:
     if problems:
         raise InputError(
             f"{path} is a corrupt database (SQLite's integrity check: {_first_problem(problems)}); "
-            f"restore it or {other} with another file."
+            f"restore it or {other}."
         )
 
 
@@ -212,7 +212,7 @@ def writer_connection(path: Path, other: str = PASS_DB) -> sqlite3.Connection:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:  # a folder that passes access() but refuses files: /proc, a full disk
         verb = "open" if existed else "create"
-        raise InputError(f"cannot {verb} database {path} ({exc}); {other} with a file in a writable folder.") from None
+        raise InputError(f"cannot {verb} database {path} ({exc}); {other}.") from None
     conn.row_factory = sqlite3.Row
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

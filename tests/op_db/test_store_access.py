@@ -84,7 +84,7 @@ def test_a_read_only_file_is_read_by_reports_and_refused_by_runs(sandbox, db_fil
     proc = sandbox.cli("ops", "--device", "sim", "--ops", "add", "--dtype", "fp32", "--db", "r.db")
     assert proc.returncode == 2
     assert db_files.one_sentence(proc) == (
-        "neuron-check: error: database r.db is read-only; make it writable or pass --db (or set NEURON_CHECK_DB) with a writable file.")
+        "neuron-check: error: database r.db is read-only; make it writable or pass --db (or set NEURON_CHECK_DB) with another file.")
     assert db_files.digest(db) == before
     # Readers of a WAL file in a writable folder share SQLite's own -wal/-shm; nothing else appears.
     assert {p.name for p in sandbox.root.iterdir()} <= {"r.db", "r.db-wal", "r.db-shm"}

@@ -21,7 +21,11 @@ def coverage(*args):
 def test_profile_gaps_are_listed_as_missing_and_fallback(tmp_path):
     profile = tmp_path / "gaps.json"
     profile.write_text(json.dumps(PROFILE))
-    plain = {row["op"]: row["kind"] for row in coverage()["ops"]}
+    import conformance.sim as sim
+    from op_db.inventory import dispatcher_coverage
+
+    sim.register()
+    plain = dict(dispatcher_coverage("PrivateUse1"))  # registrations alone, as without a profile
     shown = coverage("--sim-profile", profile)
     kinds = {row["op"]: row["kind"] for row in shown["ops"]}
     assert shown["sim_profile"] == "gaps"

@@ -74,10 +74,27 @@ def test_report_output_says_what_it_wrote(sample_db, tmp_path, fmt, suffix):
     assert target.stat().st_size > 0
 
 
-def test_one_item_is_not_items(tmp_path):
-    out = invoke("ops", "--device", "sim", "--ops", "add", "--dtype", "fp32", "--db", tmp_path / "r.db")
-    assert out.exit_code == 0, out.output
-    assert "run 1: 1 item on sim (simulated), 1 job\n" in out.output
+def test_one_item_is_not_items(tmp_path, capsys):
+    from conformance.config import RunConfig
+    from conformance.engine.local import Executor
+    from op_db.records import Result, Status, WorkItem
+    from porting_cli.options import run_and_report
+
+    class Instant(Executor):
+        def execute(self, work, config, emit):
+            for item in work:
+                emit(Result.for_item(item, Status.PASS, duration_s=0.1))
+
+    class Sim:
+        simulated = True
+
+    with Store.open(tmp_path / "r.db") as store:
+        run_id = store.create_run(backend="sim", device="sim")
+        code = run_and_report(store, [WorkItem("opinfo", "add", "forward", "float32", "eager")],
+                              RunConfig(backend="sim", device="sim"), Sim(), run_id, command_name="ops",
+                              junit_path=None, failing_statuses=set(), strict_fallback=False, executor=Instant())
+    assert code == 0
+    assert capsys.readouterr().err == "run 1: 1 item on sim (simulated), 1 job\n"
 
 
 def test_merge_advice_names_its_own_arguments(tmp_path):
@@ -89,9 +106,13 @@ def test_merge_advice_names_its_own_arguments(tmp_path):
     assert "--db" not in out.output
 
 
-def test_a_database_in_a_folder_that_refuses_files_is_one_sentence(tmp_path):
-    out = invoke("ops", "--device", "sim", "--ops", "add", "--db", "/proc/x.db")
+def test_a_database_in_a_folder_that_refuses_files_is_one_sentence(regressed_db):
+    """/proc passes access() for root, yet SQLite cannot create a file there: exit 2, not 3."""
+    out = invoke("merge", regressed_db, "-o", "/proc/x.db")
     assert out.exit_code == 2
-    assert out.output.strip() == ("neuron-check: error: cannot create database /proc/x.db (unable to open "
-                                  "database file); pass --db (or set NEURON_CHECK_DB) with a file in a "
-                                  "writable folder.")
+    line = out.output.strip()
+    # As root: SQLite's own refusal; as anyone else the folder check says /proc is read-only first.
+    assert line in ("neuron-check: error: cannot create database /proc/x.db (unable to open database file); "
+                    "give -o another file.",
+                    "neuron-check: error: cannot create database /proc/x.db: the folder /proc is read-only; "
+                    "give -o another file.")
