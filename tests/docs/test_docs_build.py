@@ -52,3 +52,24 @@ def test_site_fetches_nothing_from_the_network(site):
 
 def test_build_leaves_the_repository_clean(site):
     assert not (ROOT / "site").exists() or (ROOT / "site").is_dir() and not any((ROOT / "site").iterdir())
+
+
+def test_readme_is_a_short_front_page_with_the_two_setup_commands():
+    """At most 250 lines, and the two commands .ci/run runs, exactly as it runs them."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    for command in ('python -m pip install torch==2.13.0 -e ".[all]"', "python -m pytest"):
+        assert f"\n{command}\n" in readme and f"\n{command}\n" in ci, command
+
+
+# A path into the repository's packages, as the pages name them (`conformance/lifeline.py`).
+_REPO_PATH = re.compile(r"\b(?:benchmarks|conformance|op_db|porting_cli|reports|tests|examples)/[\w./-]*\w")
+
+
+def test_docs_name_only_files_that_exist():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    missing = sorted({(page.name, path) for page in pages
+                      for path in _REPO_PATH.findall(page.read_text(encoding="utf-8"))
+                      if not (ROOT / path).exists()})
+    assert not missing, f"pages name files that do not exist: {missing}"
