@@ -32,6 +32,12 @@ def _cell(text: str) -> str:
     return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
+def _code_cell(text: str) -> str:
+    """Text as code in a table cell. A backslash-escaped pipe would show its backslash inside a
+    Markdown code span, so the cell is HTML with the pipe as a character reference."""
+    return f"<code>{_cell(text).replace(chr(92) + '|', '&#124;')}</code>"
+
+
 def _help_blocks(text: str) -> str:
     """A click help text as Markdown: click's `\\b` paragraphs (kept verbatim by `--help`) become
     code blocks, the other paragraphs stay prose."""
@@ -67,14 +73,18 @@ def _command_section(command: click.Command, ctx: click.Context, level: int) -> 
     if arguments:
         lines += ["| argument | required |", "|---|---|"]
         for argument in arguments:
-            lines.append(f"| `{_cell(argument.make_metavar(ctx))}` | {'yes' if argument.required else 'no'} |")
+            try:
+                metavar = argument.make_metavar(ctx)
+            except TypeError:  # click < 8.2 takes no context
+                metavar = argument.make_metavar()
+            lines.append(f"| {_code_cell(metavar)} | {'yes' if argument.required else 'no'} |")
         lines.append("")
     records = [p.get_help_record(ctx) for p in command.get_params(ctx) if isinstance(p, click.Option)]
     records = [r for r in records if r is not None]  # hidden options have none
     if records:
         lines += ["| option | what it does |", "|---|---|"]
         for names, text in records:
-            lines.append(f"| `{_cell(names)}` | {_cell(text)} |")
+            lines.append(f"| {_code_cell(names)} | {_cell(text)} |")
         lines.append("")
     if isinstance(command, click.Group):
         for name, sub in _subcommands(command, ctx):

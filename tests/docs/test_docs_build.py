@@ -29,16 +29,16 @@ def site(tmp_path_factory) -> Path:
 def test_site_builds_strict_with_every_page(site):
     for page in (ROOT / "docs").rglob("*.md"):
         name = page.relative_to(ROOT / "docs").with_suffix("").as_posix()
-        built = site / ("index.html" if name == "index" else f"{name}/index.html")
+        built = site / f"{name}.html"
         assert built.exists(), f"docs/{page.name} was not built"
 
 
 def test_generated_reference_pages_are_in_the_site(site):
-    cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     assert "neuron-check ops" in cli and "--sim-profile" in cli and "neuron-check claims export" in cli
-    rules = (site / "reference" / "rules" / "index.html").read_text(encoding="utf-8")
+    rules = (site / "reference" / "rules.html").read_text(encoding="utf-8")
     assert "NC105" in rules and "NC912" in rules
-    statuses = (site / "reference" / "statuses" / "index.html").read_text(encoding="utf-8")
+    statuses = (site / "reference" / "statuses.html").read_text(encoding="utf-8")
     assert "REF_ERROR" in statuses and "CompileRejected" in statuses
 
 
@@ -73,3 +73,9 @@ def test_docs_name_only_files_that_exist():
                       for path in _REPO_PATH.findall(page.read_text(encoding="utf-8"))
                       if not (ROOT / path).exists()})
     assert not missing, f"pages name files that do not exist: {missing}"
+
+
+def test_readme_links_into_docs_resolve():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\((docs/[^)#]*)", readme)
+    assert links and all((ROOT / link).exists() for link in links), [l for l in links if not (ROOT / l).exists()]

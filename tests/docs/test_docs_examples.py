@@ -52,6 +52,7 @@ def _page_folder(tmp_path: Path, seed: Path) -> Path:
     return folder
 
 
+@pytest.mark.timeout(3600 if RUN_SLOW else 300)
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
 def test_page_examples_run(page: Path, tmp_path: Path, seeded_db: Path):
     examples = examples_in(page, ROOT)

@@ -57,8 +57,8 @@ def test_cli_reference_has_every_command_option_default_and_help():
                 assert name in section, f"{path}: option {name} missing from the CLI reference"
             if param.help:
                 assert _flat(param.help).replace("|", "\\|") in _flat(section), f"{path} {param.opts[0]}: help text"
-            row = next(line for line in section.splitlines() if line.startswith(f"| `{param.opts[0]}")
-                       or line.startswith("| `-") and f", {param.opts[0]}" in line.split("|")[1])
+            row = next(line for line in section.splitlines() if line.startswith(f"| <code>{param.opts[0]}")
+                       or line.startswith("| <code>-") and f", {param.opts[0]}" in line.split("|")[1])
             default = param.default
             unset = default is None or type(default).__name__ == "Sentinel"  # click 8.2+: UNSET
             if not unset and default not in (False, (), "") and not callable(default) and not param.is_flag:
@@ -74,7 +74,7 @@ def test_cli_reference_lists_what_help_prints(command):
     shown = CliRunner().invoke(main, [command, "--help"], standalone_mode=False).output
     page = cli_reference_markdown().split(f"`neuron-check {command}`\n", 1)[1].split("\n#", 1)[0]
     options = set(re.findall(r"^\s+(?:-\w, )?(--[\w-]+)", shown, re.M))
-    assert options and all(f"`{o}" in page or f", {o}" in page for o in options), options
+    assert options and all(f"<code>{o}" in page or f", {o}" in page for o in options), options
 
 
 def test_rule_page_is_the_rule_table():
