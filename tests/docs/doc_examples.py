@@ -11,6 +11,9 @@ The convention (docs/writing-docs.md explains it to authors):
   whitespace stripped and any run of blanks matching any other (tables pad their columns), `...`
   alone on a line stands for any number of lines, and `...` inside a line for any text. An `exit N` marker gives the status of the block's last command; the
   others must exit 0.
+- A ```json block marked `shows COMMAND` is COMMAND's output, abridged: every key it shows must be
+  in the real output at the same place (`"...": "..."` and list items after the first elided;
+  only snake_case keys are compared, others are data such as op names and statuses).
 - Markers sit in an HTML comment right before the block (invisible on the page):
   `<!-- example: exit 2 -->`, `<!-- example: skip needs a Trainium host -->`,
   `<!-- example: slow 3 min on 2 cores -->`, several joined by `;`. `skip` blocks are never
@@ -35,7 +38,9 @@ FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)\s*$")
 MARKER = re.compile(r"^<!--\s*example:\s*(.*?)\s*-->$")
 # `neuron-check` as a command word: at a line's start or after a shell operator or `timeout N`.
 COMMAND = re.compile(r"(^|[;&|(]\s*|\btimeout\s+(?:--?[\w-]+\s+)*\S+\s+|\$\s+)neuron-check\b", re.M)
-MARKER_KEYS = ("exit", "skip", "slow")
+MARKER_KEYS = ("exit", "skip", "slow", "shows")
+# The export schemas name their fields in snake_case; other keys are data (`aten.mul.Tensor`, `PASS`).
+SCHEMA_KEY = re.compile(r"[a-z][a-z0-9_]*")
 
 
 class MarkerError(ValueError):
@@ -51,6 +56,7 @@ class Example:
     exit: int = 0      # expected status of the last command
     skip: str | None = None
     slow: str | None = None
+    shows: str | None = None  # json blocks: the command whose (abridged) output the block is
 
     @property
     def where(self) -> str:
@@ -71,7 +77,7 @@ def parse_markers(text: str, where: str) -> dict[str, str]:
         value = value.strip()
         if key == "exit" and not value.isdigit():
             raise MarkerError(f"{where}: 'exit' needs a status number, got {value!r}")
-        if key in ("skip", "slow") and not value:
+        if key in ("skip", "slow", "shows") and not value:
             raise MarkerError(f"{where}: '{key}' needs a reason")
         found[key] = value
     return found
@@ -100,6 +106,9 @@ def examples_in(path: Path, root: Path) -> list[Example]:
                              for text in lines[index + 1:end])
             if language in ("bash", "console") and COMMAND.search(_code_only(body)):
                 found.append(Example(page, index + 1, language, body, exit=int(markers.get("exit", 0)),
+                                     skip=markers.get("skip"), slow=markers.get("slow")))
+            elif language == "json" and "shows" in markers:
+                found.append(Example(page, index + 1, language, body, shows=markers["shows"],
                                      skip=markers.get("skip"), slow=markers.get("slow")))
             elif markers:
                 raise MarkerError(f"{page}:{index + 1}: an example marker before a block that runs no neuron-check")
@@ -180,6 +189,8 @@ def run_example(example: Example, cwd: Path, env: dict[str, str], timeout_s: flo
     try:
         if example.language == "bash":
             ok, detail = _run_bash(example, cwd, env, timeout_s)
+        elif example.language == "json":
+            ok, detail = _run_json(example, cwd, env, timeout_s)
         else:
             ok, detail = _run_console(example, cwd, env, timeout_s)
     except subprocess.TimeoutExpired:
@@ -231,6 +242,38 @@ def _run_console(example: Example, cwd: Path, env: dict[str, str], timeout_s: fl
             shown = "\n".join(step.expected)
             return False, f"$ {step.command}\nprinted:\n{done.stdout[-3000:]}\nthe page shows:\n{shown}"
     return True, ""
+
+
+def _run_json(example: Example, cwd: Path, env: dict[str, str], timeout_s: float) -> tuple[bool, str]:
+    """A JSON block marked `shows COMMAND` is COMMAND's output abridged: every key it shows must
+    be in the real output at the same place (`"...": "..."` and list items after the first elided)."""
+    import json
+
+    done = subprocess.run(["bash", "-c", example.shows], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout_s)
+    if done.returncode != 0:
+        return False, f"$ {example.shows}\nexited {done.returncode}:\n{done.stderr[-3000:]}"
+    missing = missing_keys(json.loads(example.text), json.loads(done.stdout))
+    if missing:
+        return False, f"$ {example.shows}\nprints no {', '.join(missing)}, which the page shows"
+    return True, ""
+
+
+def missing_keys(shown, actual, where: str = "") -> list[str]:
+    """The keys `shown` has that `actual` lacks, as paths (`results[0].claimed`)."""
+    if isinstance(shown, dict) and isinstance(actual, dict):
+        missing = []
+        for key, value in shown.items():
+            if not SCHEMA_KEY.fullmatch(key):  # data, not schema: an op name, a status, "..."
+                continue
+            if key not in actual:
+                missing.append(f"{where}.{key}".lstrip("."))
+            else:
+                missing += missing_keys(value, actual[key], f"{where}.{key}")
+        return missing
+    if isinstance(shown, list) and isinstance(actual, list) and shown and actual:
+        return missing_keys(shown[0], actual[0], f"{where}[0]")
+    return []
 
 
 def example_env(base: dict[str, str], bin_dir: str) -> dict[str, str]:

@@ -23,6 +23,7 @@ from doc_examples import (  # noqa: E402
     doc_pages,
     example_env,
     examples_in,
+    missing_keys,
     output_matches,
     parse_markers,
     run_example,
@@ -75,7 +76,7 @@ def test_every_example_is_run_or_says_why_not():
     examples = [e for page in doc_pages(ROOT) for e in examples_in(page, ROOT)]
     assert examples, "no examples found: the parser lost them"
     for example in examples:
-        assert example.language in ("bash", "console")
+        assert example.language in ("bash", "console", "json")
         assert not (example.skip and example.slow), f"{example.where}: skip or slow, not both"
 
 
@@ -130,3 +131,11 @@ def test_a_failing_example_is_caught(tmp_path):
     wrong_output = Example("p.md", 1, "console", "$ echo 124\n143")
     assert not run_example(wrong_output, tmp_path, env, 30).ok
     assert run_example(Example("p.md", 1, "console", "$ echo 143; exit 1\n143", exit=1), tmp_path, env, 30).ok
+
+
+def test_shown_json_must_hold_only_keys_the_command_prints():
+    shown = {"schema": 1, "run": {"id": 3, "...": "..."}, "results": [{"status": "PASS", "claimed": True}]}
+    actual = {"schema": 1, "run": {"id": 1, "host": "h"}, "results": [{"status": "MISMATCH"}], "more": 1}
+    assert missing_keys(shown, actual) == ["results[0].claimed"]
+    assert missing_keys({"run": {"id": 3}}, actual) == []
+    assert missing_keys({"results": [{"aten_ops": {"aten.mul.Tensor": 12}}]}, {"results": [{"aten_ops": {}}]}) == []
