@@ -81,7 +81,7 @@ class CompileRejected:
 
 Observation = Union[Missing, NotApplicable, ReferenceFailed, CompileRejected, BaseException, "Comparison"]
 
-# The rule as data, in the order `status_of` applies it (README "Statuses" prints it).
+# The rule as data, in the order `status_of` applies it (the manual's status page prints it).
 RULES: tuple[tuple[str, Status], ...] = (
     ("Missing: the backend lacks the item's dtype or format", Status.UNSUPPORTED),
     ("NotApplicable: no samples, unknown subject, no CPU reference exists", Status.SKIP),
@@ -92,6 +92,12 @@ RULES: tuple[tuple[str, Status], ...] = (
     ("Comparison outside the numerics rule", Status.MISMATCH),
     ("Comparison within the rule, an op ran through the CPU fallback", Status.FALLBACK),
     ("Comparison within the rule", Status.PASS),
+)
+
+# What the engine decides for an item no suite could judge (conformance/engine/).
+ENGINE_RULES: tuple[tuple[str, Status], ...] = (
+    ("the worker died while running the item (signal, abort, OOM kill)", Status.CRASH),
+    ("the item ran past its --timeout; its worker was killed", Status.TIMEOUT),
 )
 
 

@@ -38,6 +38,21 @@ class Status(str, enum.Enum):
             raise InputError(f"unknown status {text!r}; known statuses: {known}.") from None
 
 
+# What each status means, in the words of every report and of the manual's status page.
+STATUS_MEANINGS: dict[Status, str] = {
+    Status.PASS: "ran on the device, every sample within the numerics rule",
+    Status.MISMATCH: "ran, at least one sample outside the numerics rule",
+    Status.FALLBACK: "results right, but at least one op ran through the backend's CPU fallback",
+    Status.UNSUPPORTED: "the backend has no kernel or lacks the dtype (NotImplementedError, "
+                        "\"not implemented for\", dtype not supported)",
+    Status.ERROR: "any other exception on the device while the CPU succeeded",
+    Status.CRASH: "the worker process died (signal, abort, OOM kill)",
+    Status.TIMEOUT: "the item exceeded its time limit; the worker was killed",
+    Status.SKIP: "not applicable (no samples for this dtype, excluded, no reference can exist), "
+                 "with the reason",
+    Status.REF_ERROR: "the CPU reference itself failed; says nothing about the backend",
+}
+
 # Statuses that say the backend ran the item correctly.
 WORKING = frozenset({Status.PASS, Status.FALLBACK})
 # Statuses that count against the backend (SKIP and REF_ERROR say nothing about it).
