@@ -238,13 +238,16 @@ class _ActorPool:
                 if slot.ref in finished:
                     self._collect(slot, items, emit)
                 elif slot.index is not None and _elapsed(slot) > self.config.timeout_s:
-                    self._give_up(slot, items[slot.index], emit, Status.TIMEOUT, f"the item ran longer than the "
-                                  f"{self.config.timeout_s:g} s limit; its Ray actor was killed.")
+                    if self.nodes.lost(slot.placement, TimeoutError()):  # cut off, not hung
+                        self._node_lost(slot)
+                    else:
+                        self._give_up(slot, items[slot.index], emit, Status.TIMEOUT, f"the item ran longer than "
+                                      f"the {self.config.timeout_s:g} s limit; its Ray actor was killed.")
             self._check_cluster()
 
     def _collect(self, slot: _Slot, items: Sequence[WorkItem], emit: Callable[[Result], None]) -> None:
         """Take the answer of the call `slot` waited on: ready, a Result, or a lost actor."""
-        from ray.exceptions import RayActorError, RayError
+        from ray.exceptions import OutOfMemoryError, RayActorError, RayError, WorkerCrashedError
 
         try:
             value = self.ray.get(slot.ref)
@@ -255,7 +258,7 @@ class _ActorPool:
             if self.nodes.lost(slot.placement, exc):
                 self._node_lost(slot)
                 return
-            if isinstance(exc, RayActorError):
+            if isinstance(exc, (RayActorError, OutOfMemoryError, WorkerCrashedError)):  # its process died
                 self._give_up(slot, items[slot.index], emit, Status.CRASH,
                               f"the Ray actor died while running this item: {_gist(exc)}")
                 return
