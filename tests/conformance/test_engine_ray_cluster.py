@@ -12,6 +12,8 @@ more): Ray nodes and actors that import torch start several times.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -21,7 +23,6 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from conformance.config import RunConfig  # noqa: E402
 from conformance.engine import RunSummary, run_items  # noqa: E402
-from conformance.engine.local import LocalExecutor  # noqa: E402
 from conformance.engine.ray import RayExecutor  # noqa: E402
 from conformance.planning import OpsOptions  # noqa: E402
 from conformance.suite import plan as plan_command  # noqa: E402
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.slow
 LOOPBACK = "127.0.0.1"
 # Every item is slowed to about half a second, so a node killed just after its first result
 # dies in the middle of its next item.
-SLOW = 0.5
+SLOW = 0.3
 PROFILE = {
     "name": "ray-cluster-test",
     "unsupported_ops": ["aten.cumprod.default"],
@@ -80,14 +81,27 @@ def plan_and_profile(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def local_statuses(plan_and_profile):
-    """What a local run of the plan gives, item by item: the reference."""
-    items, profile, _ = plan_and_profile
-    results: list[Result] = []
-    config = RunConfig(backend="sim", device="sim", timeout_s=60.0, sim_profile=profile,
-                       suite_options=OpsOptions(max_samples=2))
-    LocalExecutor().execute(items, config, results.append)
-    return {r.item: r.status for r in results}
+def local_run(plan_and_profile):
+    """`neuron-check ops` of the plan with the local pool, started at once (it runs while the
+    cluster starts) and read when asked: the reference, item by item."""
+    _, profile, folder = plan_and_profile
+    db = folder / "local.db"
+    command = [sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--ops", ",".join(OPS), "--dtype", "fp32",
+               "--max-samples", "2", "--sim-profile", profile, "--db", str(db), "--jobs", "2"]
+    child = subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def statuses() -> dict:
+        _, stderr = child.communicate(timeout=600)
+        assert child.returncode == 0, stderr
+        with Store.open(db, readonly=True) as store:
+            return {r.item: r.status for r in store.results(store.runs()[0]["id"])}
+
+    try:
+        yield statuses
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
 
 
 def _on(node) -> str:
@@ -97,9 +111,9 @@ def _on(node) -> str:
 
 class _NodeKiller:
     """Watches the stored results and kills each node of `victims` in turn, KILL_AFTER_S after
-    its first result (the first one after the previous kill), so it dies in the middle of its
-    next item. A victim given as (node, True) gets SIGTERM first, as `ray stop` does, so Ray
-    marks it dead at once; otherwise SIGKILL, as when a host dies."""
+    the first of its results that `when` accepts (and that came after the previous kill), so it
+    dies in the middle of its next item. A victim given as (node, True, when) gets SIGTERM first,
+    as `ray stop` does, so Ray marks it dead at once; otherwise SIGKILL, as when a host dies."""
 
     def __init__(self, cluster: Cluster, victims: list):
         self.cluster, self.victims = cluster, list(victims)
@@ -111,8 +125,8 @@ class _NodeKiller:
         self.seen.append(result)
         if self.timers and self.timers[-1].is_alive():
             return  # the last kill has not landed yet
-        if self.victims and (result.node or "").startswith(_on(self.victims[0][0])):
-            node, graceful = self.victims.pop(0)
+        if self.victims and (result.node or "").startswith(_on(self.victims[0][0])) and self.victims[0][2](result):
+            node, graceful, _ = self.victims.pop(0)
             self.kills.append((_on(node), len(self.seen)))
             self.timers.append(threading.Timer(KILL_AFTER_S, self.cluster.remove_node, (node, graceful)))
             self.timers[-1].start()
@@ -134,12 +148,14 @@ def _run(items, config, store: Store, run_id: int, watch) -> RunSummary:
             watch.join()
 
 
-def test_nodes_die_mid_run_and_nothing_is_lost_or_run_twice(cluster, plan_and_profile, local_statuses):
+def test_nodes_die_mid_run_and_nothing_is_lost_or_run_twice(local_run, cluster, plan_and_profile):
     """Node b is SIGKILLed mid-item: its item reruns on a. Then a, the last node, goes too: the
     run stops as interrupted, and a resume on node c, which joined later, finishes it."""
     items, profile, folder = plan_and_profile
     a, b = cluster.named["a"], cluster.named["b"]
-    killer = _NodeKiller(cluster, [(b, False), (a, True)])
+    # a goes only once it has given the result of the item b died under.
+    killer = _NodeKiller(cluster, [(b, False, lambda result: True),
+                                   (a, True, lambda result: "rerun_after_node_loss" in result.extra)])
     config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=60.0, sim_profile=profile,
                        suite_options=OpsOptions(max_samples=2), executor="ray", ray_address=cluster.address,
                        ray_connect_timeout_s=60.0)
@@ -163,9 +179,9 @@ def test_nodes_die_mid_run_and_nothing_is_lost_or_run_twice(cluster, plan_and_pr
     assert sorted(r.item for r in killer.seen + resumed) == sorted(items)
     assert len(stored) == len(items) and {r.item for r in stored} == set(items)
     # Statuses equal the local run's, item by item: no CRASH for the items the dead nodes held.
-    assert {r.item: r.status for r in stored} == local_statuses
+    assert {r.item: r.status for r in stored} == local_run()
     # What b held when it died ran again on a, and says so; nothing ran on b after its kill landed.
     rerun = [r for r in killer.seen if r.extra.get("rerun_after_node_loss") == [_on(b)]]
-    assert rerun, "no item was in flight on node b when it died"
+    assert rerun, f"no item was in flight on node b when it died: {[(r.subject, r.node, r.extra) for r in killer.seen]}"
     assert all(r.node.startswith(_on(a)) for r in rerun)
     assert all(r.node.startswith(_on(c)) for r in resumed)
