@@ -7,8 +7,9 @@ are SIGKILLed mid-run.
 A cluster of ray.cluster_utils on this host, every node at 127.0.0.1: a head that only hosts the
 driver (no CPU) and --nodes one-CPU nodes. The sweep runs through the Ray executor in this
 process (--jobs = --nodes actors), storing each result as `neuron-check ops` does, while a
-thread SIGKILLs a random node (all its processes at once, as when a host dies) at random moments
-after results start to flow, and starts a fresh node in its place, --node-kills times. A sim
+thread SIGKILLs a random node (all its processes at once, as when a host dies; never the last
+one) at random moments after results start to flow, --node-kills times, and a fresh node takes
+the place of each. A sim
 profile slows every device op by --op-delay seconds, so items last as on a real device and a
 kill lands mid-item. First the same sweep runs through the local pool: the reference. Printed:
 
@@ -45,25 +46,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class NodeKiller(threading.Thread):
-    """SIGKILLs a random node of `cluster` at random moments once `flowing` is set, and starts a
-    fresh node in its place, `kills` times or until `done` is set."""
+    """SIGKILLs a random node of `cluster` (never the last one) at random moments once `flowing`
+    is set, `kills` times or until `done` is set. Ray starts a node only from the main thread,
+    so the replacements are left to `replace`, which the driver's result callback calls."""
 
     def __init__(self, cluster, kills: int, rng: random.Random, flowing: threading.Event, done: threading.Event):
         super().__init__(daemon=True)
         self.cluster, self.kills, self.rng, self.flowing, self.done = cluster, kills, rng, flowing, done
-        self.killed: list[tuple[float, str]] = []
+        self.killed: list[str] = []
+        self.owed = 0  # nodes killed and not yet replaced
+        self.lock = threading.Lock()
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
             self.flowing.wait()
             while len(self.killed) < self.kills and not self.done.wait(self.rng.uniform(0.2, 1.5)):
-                victim = self.rng.choice(sorted(self.cluster.worker_nodes, key=lambda node: node.node_id))
-                self.cluster.remove_node(victim, allow_graceful=False)
-                self.killed.append((time.monotonic(), victim.node_id[:8]))
-                self.cluster.add_node(node_ip_address=LOOPBACK, num_cpus=1)
+                with self.lock:
+                    nodes = sorted(self.cluster.worker_nodes, key=lambda node: node.node_id)
+                    if len(nodes) < 2:
+                        continue
+                    victim = self.rng.choice(nodes)
+                    self.cluster.remove_node(victim, allow_graceful=False)
+                    self.killed.append(victim.node_id[:8])
+                    self.owed += 1
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.error = exc
+
+    def replace(self) -> None:
+        """Start a fresh node for each one killed (main thread only)."""
+        with self.lock:
+            while self.owed:
+                self.cluster.add_node(node_ip_address=LOOPBACK, num_cpus=1)
+                self.owed -= 1
 
 
 def actor_processes() -> set:
@@ -138,6 +153,7 @@ def node_loss(args: argparse.Namespace) -> int:
                 statuses[result.item] = result.status
                 rerun += bool(result.extra.get("rerun_after_node_loss"))
                 flowing.set()
+                killer.replace()
 
             executor = RayExecutor()
             execute = executor.execute

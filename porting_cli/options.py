@@ -127,7 +127,7 @@ def engine_options(default_timeout: float = 120.0):
     every suite command that runs items through the engine spells them this way."""
     def decorate(func):
         for option in reversed((
-            click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes."),
+            click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes (--executor ray: actors in the whole cluster, one device each)."),
             click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=default_timeout, show_default=True,
                          help="Seconds one item may run before its worker is killed (TIMEOUT)."),
             click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs, weights and random ops."),
