@@ -212,7 +212,8 @@ def executor_options(func):
     """--executor, --ray-address and --ray-connect-timeout: where a suite command's items run
     (conformance.engine.EXECUTORS)."""
     func = click.option(
-        "--ray-connect-timeout", "ray_connect_timeout_s", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
+        "--ray-connect-timeout", "ray_connect_timeout_s", type=click.FloatRange(min=0.1), default=None,
+        metavar="SECONDS",
         help="How long joining the cluster at --ray-address may take before the command gives up (exit 2) "
         "[default: 30].",
     )(func)
@@ -229,7 +230,8 @@ def executor_options(func):
     )(func)
 
 
-def executor_settings(executor: str | None, ray_address: str | None, ray_connect_timeout_s: float | None = None) -> dict:
+def executor_settings(executor: str | None, ray_address: str | None,
+                      ray_connect_timeout_s: float | None = None) -> dict:
     """RunConfig fields for --executor/--ray-address/--ray-connect-timeout."""
     from conformance.engine.ray_connect import DEFAULT_CONNECT_TIMEOUT_S
 

@@ -28,7 +28,7 @@ from conformance.dist.judge import worst
 from conformance.dist.process_group import RankPlace
 from conformance.dist.world import WorldSpec
 from conformance.engine.local import MAX_START_FAILURES, POLL_S, START_TIMEOUT_S, EngineError, Executor, RunStopped
-from conformance.engine.ray import _gist, actor_capacity, actor_config, actor_resources, forwarded_env, ray_options
+from conformance.engine.ray import _gist, actor_config, actor_resources, forwarded_env, ray_options
 from conformance.engine.ray_connect import RaySession
 from conformance.engine.ray_nodes import NodeWatch, Placement, here
 from op_db.errors import InputError
@@ -214,13 +214,14 @@ class _Worlds:
                         pending.appendleft(world.index)  # not judged: a fresh world runs it again
                     self.kill(world)
                     self.worlds[position] = self.start_world()
-            if not any(world.ready for world in self.worlds) and self.nodes.capacity(self.resources) < self.spec.world_size:
-                raise RunStopped(f"the live nodes of the Ray cluster cannot hold a world of {self.spec.world_size} "
+            size = self.spec.world_size
+            if not any(world.ready for world in self.worlds) and self.nodes.capacity(self.resources) < size:
+                raise RunStopped(f"the live nodes of the Ray cluster cannot hold a world of {size} "
                                  f"ranks any more ({remaining} item(s) not run)")
 
     def _poll(self, world: RayWorld, items: Sequence[WorkItem]) -> tuple[Result | None, bool]:
         """(a finished item's result or None, whether the world is lost)."""
-        from ray.exceptions import RayActorError, RayError
+        from ray.exceptions import OutOfMemoryError, RayActorError, RayError, WorkerCrashedError
 
         if not world.ready:
             done, _ = self.ray.wait(world.joins, num_returns=len(world.joins), timeout=0)
@@ -251,8 +252,9 @@ class _Worlds:
                 if self._node_lost(world, rank, exc):
                     self.lost_on.setdefault(world.index, []).append(world.label)
                     return None, True
-                if isinstance(exc, RayActorError):
-                    message = f"rank {rank}'s Ray actor died while running this item ({_gist(exc)}); its world was killed."
+                if isinstance(exc, (RayActorError, OutOfMemoryError, WorkerCrashedError)):  # its process died
+                    message = (f"rank {rank}'s Ray actor died while running this item ({_gist(exc)}); "
+                               "its world was killed.")
                     return self._lost(world, item, Status.CRASH, message, rank, results), True
                 results[rank] = Result.for_item(item, Status.ERROR, message=shorten(f"the Ray call failed: {exc}"))
         if len(results) == len(world.calls):

@@ -148,8 +148,9 @@ def probe_join(address: str, node_ip: str | None, timeout_s: float, shown: str |
             os.killpg(child.pid, signal.SIGKILL)
         child.communicate()
         raise InputError(
-            f"cannot join the Ray cluster at {shown or address} within {limit_s or timeout_s:g} s (--ray-connect-timeout): something "
-            "answers there but never admits this driver; the port may not be the cluster's (give the address "
+            f"cannot join the Ray cluster at {shown or address} within {limit_s or timeout_s:g} s "
+            "(--ray-connect-timeout): something answers there but never admits this driver; the port may not "
+            "be the cluster's (give the address "
             "`ray start --head` printed, 6379 unless changed, or ray://HOST:10001 for Ray Client), or this host "
             "is not a node of the cluster (run neuron-check on one of its nodes).") from None
     except BaseException:
