@@ -2,6 +2,8 @@
 
     python benchmarks/chaos.py             40 ops x fp32,bf16 forward+backward; 5 parent, 6 worker kills
     python benchmarks/chaos.py --parent-kills 8 --worker-kills 10 --dtype fp32 --no-grad --seed 3
+    python benchmarks/chaos.py --node-loss --dtype fp32 --no-grad   Ray nodes SIGKILLed mid-run
+                                                                    (benchmarks/chaos_nodes.py)
 
 First one uninterrupted `neuron-check ops` run (the reference). Then the same sweep in a
 fresh database while the harness SIGKILLs a random worker of the run (a worker process, not
@@ -37,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from chaos_nodes import add_arguments as add_node_loss_arguments, node_loss  # noqa: E402 - next to this script
 from conformance import proctree  # noqa: E402 - after the checkout is importable
 from op_db.errors import InputError  # noqa: E402
 from op_db.records import Status  # noqa: E402
@@ -232,9 +235,12 @@ def main() -> int:
     parser.add_argument("--parent-kills", type=int, default=5)
     parser.add_argument("--worker-kills", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    add_node_loss_arguments(parser)
     args = parser.parse_args()
     if not sys.platform.startswith("linux"):
         sys.exit("chaos.py reads /proc: Linux only.")
+    if args.node_loss:
+        return node_loss(args)
     from conformance.planning import OpsOptions, parse_dtypes
     from conformance.suite import plan
     from porting_cli.options import split_list

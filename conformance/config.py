@@ -23,6 +23,7 @@ class RunConfig:
     sim_profile: str | None = None  # path; workers also inherit NEURON_CHECK_SIM_PROFILE
     executor: str = "local"  # "local" or "ray"
     ray_address: str | None = None
+    ray_connect_timeout_s: float = 30.0  # joining the cluster at ray_address, then one sentence and exit 2
     # The command's options dataclass (planning.OpsOptions, models.plan.ModelOptions, a plugin's):
     # what the suites read in the workers (max samples, attention implementation, ...). An item's
     # mode is the item's own (WorkItem.mode), never the run's.

@@ -87,7 +87,8 @@ class Result:
     example "numerics", "shape-dtype-device", "random-range", "exact");
     `divergence` names the first divergent module of a model; `extra` holds
     suite-specific facts that reports may show but never interpret; `compile`
-    holds a compile-mode item's compile facts.
+    holds a compile-mode item's compile facts; `node` names the cluster node that ran the item
+    (Ray executor: "IP/node id", with the device Ray pinned), None when it ran on the run's own host.
     """
 
     suite: str
@@ -116,6 +117,7 @@ class Result:
     # compile mode: graph_breaks, break_reasons, recompiles, compile_s, graph_ops, phase, vs_eager
     # (conformance/compiling/watch.py, CompileFacts); empty for eager items
     compile: dict[str, Any] = dataclasses.field(default_factory=dict)
+    node: str | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

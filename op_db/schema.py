@@ -87,6 +87,8 @@ MIGRATIONS: tuple[Any, ...] = (
     "ALTER TABLE results ADD COLUMN numerics TEXT NOT NULL DEFAULT '{}'",
     # 4: a compile-mode result's compile facts (graph breaks, recompiles, compile time, graph ops)
     """ALTER TABLE results ADD COLUMN "compile" TEXT NOT NULL DEFAULT '{}'""",
+    # 5: the cluster node that ran each result (Ray executor); NULL: the run's own host
+    "ALTER TABLE results ADD COLUMN node TEXT",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -29,12 +29,12 @@ from typing import Any, Mapping
 from op_db.errors import InputError
 from op_db.text import closest, did_you_mean, suggestion
 
-FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise", "truncate", "stochastic", "double_round")
+FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise", "truncate", "stochastic", "double_round", "delay")
 # Kinds that recompute the op one precision up and round the result into the output dtype.
 ROUNDING_KINDS = frozenset({"truncate", "stochastic", "double_round"})
 # A collective has no op to recompute one precision up: rounding kinds apply to ops only.
 COLLECTIVE_FAULT_KINDS = tuple(k for k in FAULT_KINDS if k not in ROUNDING_KINDS)
-_VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,)}
+_VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,), "delay": (int, float)}
 _OPTIONAL_VALUE_KINDS = {"stochastic": "a non-negative integer seed for the draws"}
 _TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults",
              "compile_faults", "compile_unsupported_ops")
@@ -313,8 +313,10 @@ def _kind_dtype_value(entry: Mapping, what: str, where: str,
     if kind in _VALUE_KINDS:
         ok = _VALUE_KINDS[kind]
         if value is None or isinstance(value, bool) or not isinstance(value, ok):
-            need = "a number" if kind != "raise" else "a message string"
+            need = {"raise": "a message string", "delay": "a number of seconds"}.get(kind, "a number")
             raise InputError(f"In {where}: {what} (kind {kind!r}) needs 'value' to be {need}.")
+        if kind == "delay" and not (math.isfinite(value) and value >= 0):
+            raise InputError(f"In {where}: {what} (kind 'delay') needs 'value' to be a finite number of seconds >= 0, not {value!r}.")
         if kind in ("scale", "offset") and not math.isfinite(value):
             raise InputError(f"In {where}: {what} (kind {kind!r}) needs a finite 'value', not {value!r}.")
         if kind == "scale" and value == 0:

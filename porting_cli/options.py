@@ -6,6 +6,10 @@ import os
 
 import click
 
+# Exit status of a run the executor stopped with items left (every Ray node gone): sysexits'
+# EX_TEMPFAIL, "try again later", here with --resume.
+EXIT_STOPPED = 75
+
 db_option = click.option(
     "--db",
     "db_path",
@@ -123,7 +127,7 @@ def engine_options(default_timeout: float = 120.0):
     every suite command that runs items through the engine spells them this way."""
     def decorate(func):
         for option in reversed((
-            click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes."),
+            click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes (--executor ray: actors in the whole cluster, one device each)."),
             click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=default_timeout, show_default=True,
                          help="Seconds one item may run before its worker is killed (TIMEOUT)."),
             click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs, weights and random ops."),
@@ -162,7 +166,8 @@ def fail_statuses(fail_on: str | None, strict_fallback: bool) -> set:
 def run_and_report(store, items, config, adapter, run_id: int, *, command_name: str, junit_path: str | None,
                    failing_statuses: set, strict_fallback: bool, executor=None) -> int:
     """Run planned items through the engine, print the summary, write JUnit; the exit code
-    (128 + the signal when interrupted: 130 Ctrl-C, 143 SIGTERM; 1 when a --fail-on status
+    (128 + the signal when interrupted: 130 Ctrl-C, 143 SIGTERM; EXIT_STOPPED when the executor
+    could not go on, e.g. every node of the Ray cluster is gone; 1 when a --fail-on status
     occurred; else 0)."""
     from conformance.engine import run_items
     from op_db.records import FAILING, Status
@@ -183,9 +188,10 @@ def run_and_report(store, items, config, adapter, run_id: int, *, command_name: 
         failing = FAILING | ({Status.FALLBACK} if strict_fallback else set())
         write_junit(results, junit_path, suite_name=f"neuron-check {command_name} run {run_id}", failing=frozenset(failing))
     if summary.interrupted:
-        echo(f"neuron-check: run {run_id} interrupted; finish it with: {resume_command(store, command_name, run_id)}",
-             err=True)
-        return 128 + summary.signal
+        why = f" ({summary.stopped})" if summary.stopped else ""
+        echo(f"neuron-check: run {run_id} interrupted{why}; finish it with: "
+             f"{resume_command(store, command_name, run_id)}", err=True)
+        return 128 + summary.signal if summary.signal else EXIT_STOPPED
     if failing_statuses and any(r.status in failing_statuses for r in results):
         return 1
     return 0
@@ -204,21 +210,35 @@ def resume_command(store, command_name: str, run_id: int) -> str:
 
 
 def executor_options(func):
-    """--executor and --ray-address: where a suite command's items run (conformance.engine.EXECUTORS)."""
+    """--executor, --ray-address and --ray-connect-timeout: where a suite command's items run
+    (conformance.engine.EXECUTORS)."""
+    func = click.option(
+        "--ray-connect-timeout", "ray_connect_timeout_s", type=click.FloatRange(min=0.1), default=None,
+        metavar="SECONDS",
+        help="How long joining the cluster at --ray-address may take before the command gives up (exit 2) "
+        "[default: 30].",
+    )(func)
     func = click.option(
         "--ray-address", default=None, metavar="ADDR",
-        help="Ray cluster to join: 'auto' (the cluster this host joined with `ray start`), HOST:PORT or "
-        "ray://HOST:PORT; implies --executor ray. Default: a private local Ray instance with --jobs CPUs.",
+        help="Ray cluster to join: 'auto' (the cluster this host joined with `ray start`), HOST:PORT (the address "
+        "`ray start --head` printed) or ray://HOST:PORT; implies --executor ray. Default: a private local Ray "
+        "instance with --jobs CPUs.",
     )(func)
     return click.option(
         "--executor", type=click.Choice(["local", "ray"]), default=None,
-        help="local (default): worker processes on this machine; ray: Ray actors, one per device of the "
-        "cluster (needs the ray extra).",
+        help="local (default): worker processes on this machine; ray: --jobs Ray actors across the cluster, "
+        "each owning one device of its node (needs the ray extra).",
     )(func)
 
 
-def executor_settings(executor: str | None, ray_address: str | None) -> dict:
-    """RunConfig fields for --executor/--ray-address."""
+def executor_settings(executor: str | None, ray_address: str | None,
+                      ray_connect_timeout_s: float | None = None) -> dict:
+    """RunConfig fields for --executor/--ray-address/--ray-connect-timeout."""
+    from conformance.engine.ray_connect import DEFAULT_CONNECT_TIMEOUT_S
+
     if ray_address and executor == "local":
         raise click.UsageError("--ray-address applies only to --executor ray.")
-    return {"executor": executor or ("ray" if ray_address else "local"), "ray_address": ray_address or None}
+    if ray_connect_timeout_s is not None and not ray_address:
+        raise click.UsageError("--ray-connect-timeout applies only with --ray-address.")
+    return {"executor": executor or ("ray" if ray_address else "local"), "ray_address": ray_address or None,
+            "ray_connect_timeout_s": ray_connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S}

@@ -20,6 +20,7 @@ from op_db.errors import InputError
 # Parameters free on --resume: none of them changes a result.
 FREE_ON_RESUME = frozenset({
     "db_path", "resume", "jobs", "junit_path", "fail_on", "strict_fallback", "executor", "ray_address",
+    "ray_connect_timeout_s",
 })
 
 

@@ -42,6 +42,7 @@ class RunOptions:
     run_group: str | None = None
     executor: str | None = None
     ray_address: str | None = None
+    ray_connect_timeout_s: float | None = None
     series: str | None = None
 
 
@@ -158,7 +159,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
     from porting_cli.resume import requested_sim_profile
 
     suites = suite.for_command(command)
-    executor = executor_settings(run.executor, run.ray_address)
+    executor = executor_settings(run.executor, run.ray_address, run.ray_connect_timeout_s)
     prestart_workers(run.jobs, tuple(s.name for s in suites), executor["executor"])  # they import while we plan
     failing = fail_statuses(run.fail_on, run.strict_fallback)
     check_outputs(run.junit_path)
@@ -168,6 +169,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
     fresh = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed, **compiling.to_dict(),
              "run_group": run.run_group, "series": run.series}
     timeout_s = run.timeout_s
+    runner = None
     if run.resume is None:
         # Everything the user typed is checked before the database is touched: a bad device,
         # profile or selection must not leave a new (empty) database behind.
@@ -179,8 +181,10 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
         if not items and not getattr(options, "shard", None):
             raise InputError("nothing to run: the selection gives no items (for ops: no chosen op supports "
                              "the chosen dtypes on the CPU).")
-    store = Store.open(run.db_path)
+        runner.connect(config)  # an unreachable cluster: one sentence, and no run recorded
+    store = None
     try:
+        store = Store.open(run.db_path)
         if run.resume is not None:
             requested = {**fresh, "timeout_s": timeout_s, "sim_profile": requested_sim_profile(run.sim_profile)}
             run_id, saved, adapter, device_string = resume_run(store, run.resume, primary, command, requested,
@@ -189,6 +193,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
             timeout_s = saved.get("timeout_s", timeout_s)
             config = _run_config(run, adapter, device_string, saved, options, timeout_s, executor)
             runner = _suite_executor(suites[0], config, adapter)
+            runner.connect(config)
             done = store.stored_items(run_id)
             items = [item for item in suite.plan(command, options) if item not in done]
         else:
@@ -200,14 +205,19 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
         return run_and_report(store, items, config, adapter, run_id, command_name=command, junit_path=run.junit_path,
                               failing_statuses=failing, strict_fallback=run.strict_fallback, executor=runner)
     finally:
-        store.close()
+        if runner is not None:
+            runner.close()
+        if store is not None:
+            store.close()
 
 
 def _suite_executor(primary, config, adapter):
-    """A suite whose items need more than one worker each (dist: a world of ranks) brings its
-    own executor; None: the engine's, by --executor."""
+    """The executor of the run: a suite whose items need more than one worker each (dist: a world
+    of ranks) brings its own; the others get the engine's, by --executor."""
+    from conformance.engine import get_executor
+
     make = getattr(primary, "make_executor", None)
-    return make(config, adapter) if make is not None else None
+    return make(config, adapter) if make is not None else get_executor(config)
 
 
 def _run_config(run: RunOptions, adapter, device_string: str, saved: dict[str, Any], options, timeout_s,

@@ -6,8 +6,12 @@ executor asks for one device: conformance/engine/ray.py) and one rank actor per 
 actor opens a TCPStore on its node; every actor joins the world on it (conformance/dist/rank.py,
 `open_rank`, as a local rank does). The driver sends each item to every rank of a world and
 times it: an item not finished by every rank within `--timeout` is TIMEOUT, an actor that dies
-makes its item CRASH; either way the world's actors are killed, its placement group removed,
-and a fresh world takes the items after it. Ray is imported only here.
+on a healthy node makes its item CRASH; either way the world's actors are killed, its placement
+group removed, and a fresh world takes the items after it. A world one of whose nodes dies
+(conformance/engine/ray_nodes.py) is rerun whole: its item goes back to the queue, a fresh
+world (a new placement group, on the surviving nodes) runs it, and the result names the nodes of
+the world that ran it. When the live nodes cannot hold a world any more, the run stops
+(RunStopped: interrupted, --resume finishes it). Ray is imported only in functions.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from conformance.config import RunConfig
 from conformance.dist.judge import worst
 from conformance.dist.process_group import RankPlace
 from conformance.dist.world import WorldSpec
-from conformance.engine.local import MAX_START_FAILURES, POLL_S, START_TIMEOUT_S, EngineError, Executor
-from conformance.engine.ray import (_gist, _import_ray, actor_capacity, actor_config, actor_resources, connect,
-                                    forwarded_env, ray_options)
+from conformance.engine.local import MAX_START_FAILURES, POLL_S, START_TIMEOUT_S, EngineError, Executor, RunStopped
+from conformance.engine.ray import _gist, actor_config, actor_resources, forwarded_env, ray_options
+from conformance.engine.ray_connect import RaySession
+from conformance.engine.ray_nodes import NodeWatch, Placement, here
 from op_db.errors import InputError
 from op_db.records import Result, Status, WorkItem, shorten
 
@@ -60,7 +65,8 @@ class RankActor:
                                    timeout=self._store_timeout())
         return host, self.store.port
 
-    def join(self, address: tuple[str, int]) -> bool:
+    def join(self, address: tuple[str, int]) -> Placement:
+        """Join the world; where this rank runs."""
         import torch.distributed as dist
 
         from conformance.dist.rank import open_rank
@@ -69,7 +75,7 @@ class RankActor:
             self.store = dist.TCPStore(address[0], address[1], self.place.world_size, is_master=False,
                                        timeout=self._store_timeout())
         self.rctx = open_rank(self.place, self.store, self.config, self.ranks_on_host)
-        return True
+        return here()
 
     def run(self, item: WorkItem) -> Result:
         from conformance.dist.rank import run_check
@@ -89,6 +95,12 @@ class RayWorld:
     index: int | None = None  # the item in flight
     calls: list[Any] = dataclasses.field(default_factory=list)
     item_started_at: float = 0.0
+    placements: list[Placement] = dataclasses.field(default_factory=list)  # rank -> where, once joined
+
+    @property
+    def label(self) -> str:
+        """The nodes (and devices) of the world's ranks, for Result.node."""
+        return ", ".join(dict.fromkeys(place.label for place in self.placements))
 
     def waiting(self) -> list[Any]:
         return self.calls if self.ready else self.joins
@@ -99,26 +111,37 @@ class RayWorldExecutor(Executor):
 
     def __init__(self, spec: WorldSpec):
         self.spec = spec
+        self.session = RaySession()
+
+    def _open(self, config: RunConfig) -> Any:
+        # A local instance gets a CPU slot for every rank of every world.
+        return self.session.open(config.ray_address, config.ray_connect_timeout_s,
+                                 cpus=config.jobs * self.spec.world_size)
+
+    def connect(self, config: RunConfig) -> None:
+        self._open(config)
+
+    def close(self) -> None:
+        self.session.close()
 
     def execute(self, items: Sequence[WorkItem], config: RunConfig, emit: Callable[[Result], None]) -> None:
-        ray = _import_ray()
         resources = actor_resources(config.backend)
         jobs = max(1, min(config.jobs, len(items)))
-        # A local instance gets a CPU slot for every rank of every world.
-        started_here = connect(ray, config.with_(jobs=jobs * self.spec.world_size))
+        opened_here = self.session.ray is None
+        ray = self._open(config)
         worlds = None
         try:
-            if actor_capacity(ray.cluster_resources(), resources) < self.spec.world_size:
+            if NodeWatch(ray).capacity(resources) < self.spec.world_size:
                 wanted = ", ".join(f"{name} {amount:g}" for name, amount in resources.items())
                 raise InputError(f"the Ray cluster has no room for a world of {self.spec.world_size} "
                                  f"{config.backend} ranks ({wanted} each).")
-            worlds = _Worlds(ray, self.spec, config, resources, started_here)
+            worlds = _Worlds(ray, self.spec, config, resources, self.session.local)
             worlds.run(items, emit, jobs)
         finally:
             if worlds is not None:
                 worlds.close()
-            if started_here:
-                ray.shutdown()
+            if opened_here:
+                self.session.close()
 
 
 class _Worlds:
@@ -135,6 +158,8 @@ class _Worlds:
         self.rank_config = actor_config(config, resources)
         self.worlds: list[RayWorld] = []
         self.start_failures = 0
+        self.nodes = NodeWatch(ray)
+        self.lost_on: dict[int, list[str]] = {}  # item index -> the worlds' nodes that died under it
 
     def start_world(self) -> RayWorld:
         from ray.util.placement_group import placement_group
@@ -176,29 +201,38 @@ class _Worlds:
             refs = [ref for world in self.worlds for ref in world.waiting()]
             self.ray.wait(refs, num_returns=1, timeout=POLL_S)
             for position, world in enumerate(list(self.worlds)):
+                index = world.index
                 result, lost = self._poll(world, items)
                 if result is not None:
                     remaining -= 1
+                    result.node = world.label or None
+                    if index in self.lost_on:
+                        result.extra = {**result.extra, "rerun_after_node_loss": self.lost_on[index]}
                     emit(result)
                 if lost:
                     if result is None and world.index is not None:
-                        pending.appendleft(world.index)  # never started: a fresh world takes it
+                        pending.appendleft(world.index)  # not judged: a fresh world runs it again
                     self.kill(world)
                     self.worlds[position] = self.start_world()
+            size = self.spec.world_size
+            if not any(world.ready for world in self.worlds) and self.nodes.capacity(self.resources) < size:
+                raise RunStopped(f"the live nodes of the Ray cluster cannot hold a world of {size} "
+                                 f"ranks any more ({remaining} item(s) not run)")
 
     def _poll(self, world: RayWorld, items: Sequence[WorkItem]) -> tuple[Result | None, bool]:
         """(a finished item's result or None, whether the world is lost)."""
-        from ray.exceptions import RayActorError, RayError
+        from ray.exceptions import OutOfMemoryError, RayActorError, RayError, WorkerCrashedError
 
         if not world.ready:
             done, _ = self.ray.wait(world.joins, num_returns=len(world.joins), timeout=0)
             if len(done) == len(world.joins):
                 try:
-                    self.ray.get(world.joins)
+                    world.placements = self.ray.get(world.joins)
                 except RayError as exc:
-                    self.start_failures += 1
-                    if self.start_failures >= MAX_START_FAILURES:
-                        raise EngineError(f"the ranks of a Ray world cannot join it: {_gist(exc)}") from None
+                    if not self.nodes.lost(None, exc):
+                        self.start_failures += 1
+                        if self.start_failures >= MAX_START_FAILURES:
+                            raise EngineError(f"the ranks of a Ray world cannot join it: {_gist(exc)}") from None
                     return None, True
                 world.ready = True
             elif time.monotonic() - world.started_at > START_TIMEOUT_S:
@@ -214,10 +248,14 @@ class _Worlds:
                 continue
             try:
                 results[rank] = self.ray.get(ref)
-            except RayActorError as exc:
-                message = f"rank {rank}'s Ray actor died while running this item ({_gist(exc)}); its world was killed."
-                return self._lost(world, item, Status.CRASH, message, rank, results), True
             except RayError as exc:
+                if self._node_lost(world, rank, exc):
+                    self.lost_on.setdefault(world.index, []).append(world.label)
+                    return None, True
+                if isinstance(exc, (RayActorError, OutOfMemoryError, WorkerCrashedError)):  # its process died
+                    message = (f"rank {rank}'s Ray actor died while running this item ({_gist(exc)}); "
+                               "its world was killed.")
+                    return self._lost(world, item, Status.CRASH, message, rank, results), True
                 results[rank] = Result.for_item(item, Status.ERROR, message=shorten(f"the Ray call failed: {exc}"))
         if len(results) == len(world.calls):
             self.start_failures = 0
@@ -229,6 +267,12 @@ class _Worlds:
                        f"{', '.join(map(str, late))}; the world was killed.")
             return self._lost(world, item, Status.TIMEOUT, message, late[0], results), True
         return None, False
+
+    def _node_lost(self, world: RayWorld, rank: int, exc: BaseException) -> bool:
+        """Did a node of the world die? Its rank's own, or another's (its peers then fail too)."""
+        if self.nodes.lost(world.placements[rank], exc):
+            return True
+        return any(self.nodes.lost(place, exc) for place in world.placements if place != world.placements[rank])
 
     @staticmethod
     def _lost(world: RayWorld, item: WorkItem, status: Status, message: str, rank: int,

@@ -47,9 +47,9 @@ class DistSuite:
         backend_for(adapter)
         if config.executor == "ray":
             from conformance.dist.ray_world import RayWorldExecutor
-            from conformance.engine.ray import _import_ray
+            from conformance.engine.ray_connect import import_ray
 
-            _import_ray()  # no Ray: one sentence, exit 2, before anything starts
+            import_ray()  # no Ray: one sentence, exit 2, before anything starts
             check_world_size(options.world_size, adapter, on_this_host=False)
             # Each rank's device is the one Ray pins for its actor.
             return RayWorldExecutor(WorldSpec(options.world_size, (config.device,) * options.world_size))

@@ -5,6 +5,6 @@ device, `ray` the Ray executor. The names other packages use are re-exported her
 """
 
 from conformance.engine.local import (  # noqa: F401
-    EXECUTORS, EngineError, Executor, InlineExecutor, LocalExecutor, RunSummary, get_executor,
+    EXECUTORS, EngineError, Executor, InlineExecutor, LocalExecutor, RunStopped, RunSummary, get_executor,
     prestart_workers, run_items, run_metadata, start_run,
 )

@@ -49,6 +49,11 @@ class EngineError(NeuronCheckError):
     """The workers cannot run at all (the backend fails to initialise in them)."""
 
 
+class RunStopped(NeuronCheckError):
+    """The executor can go no further though nothing is wrong with the run (every node of a Ray
+    cluster is gone): the run is marked interrupted, what is done is kept, --resume finishes it."""
+
+
 @dataclasses.dataclass
 class RunSummary:
     run_id: int
@@ -60,6 +65,7 @@ class RunSummary:
     wall_s: float = 0.0
     interrupted: bool = False
     signal: int = 0  # what interrupted it: SIGINT (Ctrl-C) or SIGTERM (conformance/lifeline.py)
+    stopped: str = ""  # or why the executor stopped (RunStopped), when no signal did
 
     def add(self, result: Result) -> None:
         self.done += 1
@@ -71,10 +77,18 @@ class RunSummary:
 class Executor(abc.ABC):
     """Runs items somewhere and hands each Result back in the parent process."""
 
+    def connect(self, config: RunConfig) -> None:
+        """Reach where the items will run (a Ray cluster) before the run is recorded, so an
+        unreachable one is an InputError and no run; `execute` connects itself when not done."""
+
+    def close(self) -> None:
+        """Let go of what `connect` reached (a Ray instance this process started or joined)."""
+
     @abc.abstractmethod
     def execute(self, items: Sequence[WorkItem], config: RunConfig, emit: Callable[[Result], None]) -> None:
         """Call `emit` exactly once per item (CRASH/TIMEOUT for items whose worker died or
-        hung), in the calling process. On KeyboardInterrupt: stop all workers, then re-raise."""
+        hung), in the calling process. On KeyboardInterrupt: stop all workers, then re-raise.
+        RunStopped when it cannot go on (the items not emitted are left for --resume)."""
 
 
 def get_executor(config: RunConfig) -> Executor:
@@ -91,8 +105,9 @@ def run_items(items: Sequence[WorkItem], config: RunConfig, store: Any, run_id: 
               progress: bool = True, executor: Executor | None = None) -> RunSummary:
     """Run `items`, committing each Result to `store` under `run_id` as it arrives.
 
-    Marks the run "finished", or "interrupted" on Ctrl-C or SIGTERM (then returns normally with
-    `summary.interrupted` and `summary.signal` set; everything done is kept and `--resume` does the rest).
+    Marks the run "finished", or "interrupted" on Ctrl-C or SIGTERM, or when the executor stops
+    (RunStopped); then it returns normally with `summary.interrupted` and `summary.signal` or
+    `summary.stopped` set; everything done is kept and `--resume` does the rest.
     """
     summary = RunSummary(run_id=run_id, planned=len(items))
     executor = executor or get_executor(config)
@@ -116,6 +131,8 @@ def run_items(items: Sequence[WorkItem], config: RunConfig, store: Any, run_id: 
         from conformance.lifeline import interrupt_signal
 
         summary.interrupted, summary.signal, status = True, interrupt_signal(interrupt), "interrupted"
+    except RunStopped as stop:
+        summary.interrupted, summary.stopped, status = True, str(stop), "interrupted"
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

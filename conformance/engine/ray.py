@@ -1,20 +1,23 @@
-"""The Ray executor: the engine's work items on Ray actors, one device each, across hosts.
+"""The Ray executor: the engine's work items on Ray actors, one device each, across nodes.
 
-Same contract as the local pool (conformance/engine.py): every item gives exactly one
-Result, handed to `emit` in the driver as it finishes, so run_items commits it and
-moves the progress bar. Each actor initialises the backend once (engine_worker) and
-runs one item per remote call; the driver times every call, so a hung item is a
-TIMEOUT (its actor is killed) and a dead actor is a CRASH for the item it held. A
-lost actor is replaced while items are left.
+Same contract as the local pool (conformance/engine/local.py): every item gives exactly one
+Result, handed to `emit` in the driver as it finishes, so run_items commits it and moves the
+progress bar. `--jobs` actors in the whole cluster (at most as many as its nodes hold), each
+owning one device of its node, initialise the backend once (worker.py) and run one item per
+remote call; every Result names the node that ran it. The driver times every call, so a hung
+item is a TIMEOUT (its actor is killed). When an actor dies under an item, the node decides
+(ray_nodes.py): the item's own process died on a healthy node -> CRASH; the node is gone ->
+the item goes back to the queue for the surviving nodes, never counted twice. A lost actor is
+replaced while items are left; when no node can hold one any more, the run stops
+(RunStopped: interrupted, --resume finishes it).
 
-Ray is an optional extra (`pip install neuron-check[ray]`); it is imported only here.
+Ray is an optional extra (`pip install neuron-check[ray]`); it is imported only in functions.
 """
 
 from __future__ import annotations
 
 import collections
 import json
-import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.config import RunConfig
-from conformance.engine.local import MAX_START_FAILURES, POLL_S, EngineError, Executor
+from conformance.engine.local import MAX_START_FAILURES, POLL_S, EngineError, Executor, RunStopped
+from conformance.engine.ray_connect import RaySession
+from conformance.engine.ray_nodes import NodeWatch, Placement, here
 from op_db.errors import InputError
 from op_db.records import Result, Status, WorkItem, shorten
 
@@ -75,8 +80,9 @@ def ray_options(resources: dict[str, float]) -> dict[str, Any]:
 
 def actor_capacity(cluster: dict[str, float], resources: dict[str, float]) -> int:
     """How many such actors the cluster's total resources hold at once."""
-    limits = [int(cluster.get(name, 0) // amount) for name, amount in resources.items() if amount > 0]
-    return min(limits) if limits else 0
+    from conformance.engine.ray_nodes import node_capacity
+
+    return node_capacity(cluster, resources)
 
 
 def actor_config(config: RunConfig, resources: dict[str, float]) -> RunConfig:
@@ -88,10 +94,12 @@ def actor_config(config: RunConfig, resources: dict[str, float]) -> RunConfig:
 
 
 def forwarded_env(config: RunConfig, started_here: bool) -> dict[str, str]:
+    """Environment of every actor: NEURON_CHECK_* and the sim profile; for a local instance
+    (`started_here`), the checkout this driver imports (a cluster's nodes install the package)."""
     env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIX) and k != RESOURCES_ENV}
     if config.sim_profile:
         env["NEURON_CHECK_SIM_PROFILE"] = config.sim_profile
-    if started_here:  # the checkout this driver imports, for a local instance (hosts of a cluster install the package)
+    if started_here:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     return env
@@ -116,8 +124,9 @@ class DeviceActor:
         self.ctx = init_worker(config)
         prepare_suites(self.ctx, suites)
 
-    def ready(self) -> bool:
-        return True
+    def ready(self) -> Placement:
+        """Where this actor runs, once the backend is up."""
+        return here()
 
     def run(self, item: WorkItem) -> Result:
         from conformance.engine.worker import run_one
@@ -132,56 +141,40 @@ class _Slot:
         self.actor = actor
         self.ref = ready_ref  # the ready() call until it answers, then the current item's call
         self.ready = False
+        self.placement: Placement | None = None  # known once ready
         self.index: int | None = None
         self.started_at = 0.0
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--executor ray needs Ray: pip install 'neuron-check[ray]'.") from None
-    return ray
-
-
-def connect(ray: Any, config: RunConfig) -> bool:
-    """Join the cluster at --ray-address, or start a private local instance; True if started here."""
-    if ray.is_initialized():
-        return False
-    quiet = {"log_to_driver": False, "logging_level": logging.ERROR, "namespace": "neuron-check"}
-    try:
-        if config.ray_address:
-            ray.init(address=config.ray_address, **quiet)
-        else:
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            ray.init(address="local", num_cpus=config.jobs, include_dashboard=False,
-                     _node_ip_address="127.0.0.1", **quiet)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        where = f"the Ray cluster at {config.ray_address}" if config.ray_address else "a local Ray instance"
-        raise InputError(f"cannot start or reach {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    return True
-
-
 class RayExecutor(Executor):
-    """Items on Ray actors, one per device the cluster offers (a local instance: --jobs of them)."""
+    """Items on `--jobs` Ray actors across the cluster (a private local instance: --jobs CPUs)."""
+
+    def __init__(self) -> None:
+        self.session = RaySession()
+
+    def connect(self, config: RunConfig) -> None:
+        self.session.open(config.ray_address, config.ray_connect_timeout_s, cpus=config.jobs)
+
+    def close(self) -> None:
+        self.session.close()
 
     def execute(self, items: Sequence[WorkItem], config: RunConfig, emit: Callable[[Result], None]) -> None:
-        ray = _import_ray()
         resources = actor_resources(config.backend)
-        started_here = connect(ray, config)
+        opened_here = self.session.ray is None
+        ray = self.session.open(config.ray_address, config.ray_connect_timeout_s, cpus=config.jobs)
         pool = None
         try:
-            capacity = actor_capacity(ray.cluster_resources(), resources)
+            capacity = NodeWatch(ray).capacity(resources)
             if capacity < 1:
                 raise InputError(_no_room(config.backend, resources))
             suites = tuple(sorted({item.suite for item in items}))
-            pool = _ActorPool(ray, config, resources, suites, started_here)
-            pool.run(items, emit, size=min(capacity, len(items)))
+            pool = _ActorPool(ray, config, resources, suites, self.session.local)
+            pool.run(items, emit, size=min(config.jobs, capacity, len(items)))
         finally:
             if pool is not None:
                 pool.close()
-            if started_here:
-                ray.shutdown()
+            if opened_here:
+                self.session.close()
 
 
 def _no_room(backend: str, resources: dict[str, float]) -> str:
@@ -197,21 +190,25 @@ def _no_room(backend: str, resources: dict[str, float]) -> str:
 
 
 class _ActorPool:
-    """The driver's loop: hand each ready actor one item, collect results, replace lost actors."""
+    """The driver's loop: hand each ready actor one item, collect results, replace lost actors,
+    and send the items of a lost node back to the queue."""
 
     def __init__(self, ray: Any, config: RunConfig, resources: dict[str, float], suites: tuple[str, ...],
                  started_here: bool) -> None:
         self.ray = ray
         self.config = config
         self.suites = suites
+        self.resources = resources
         options = ray_options(resources)
         options["runtime_env"] = {"env_vars": forwarded_env(config, started_here)}
         self.actor_class = ray.remote(DeviceActor).options(max_restarts=0, max_task_retries=0, **options)
         self.actor_config = actor_config(config, resources)
+        self.nodes = NodeWatch(ray)
         self.slots: list[_Slot] = []
         self.pending: collections.deque[int] = collections.deque()
         self.remaining = 0
         self.start_failures = 0
+        self.lost_on: dict[int, list[str]] = {}  # item index -> the nodes that died under it
 
     def _start(self) -> _Slot:
         actor = self.actor_class.remote(self.actor_config, self.suites)
@@ -241,51 +238,87 @@ class _ActorPool:
                 if slot.ref in finished:
                     self._collect(slot, items, emit)
                 elif slot.index is not None and _elapsed(slot) > self.config.timeout_s:
-                    self._give_up(slot, items[slot.index], emit, Status.TIMEOUT, f"the item ran longer than the "
-                                  f"{self.config.timeout_s:g} s limit; its Ray actor was killed.")
+                    if self.nodes.lost(slot.placement, TimeoutError()):  # cut off, not hung
+                        self._node_lost(slot)
+                    else:
+                        self._give_up(slot, items[slot.index], emit, Status.TIMEOUT, f"the item ran longer than "
+                                      f"the {self.config.timeout_s:g} s limit; its Ray actor was killed.")
+            self._check_cluster()
 
     def _collect(self, slot: _Slot, items: Sequence[WorkItem], emit: Callable[[Result], None]) -> None:
-        """Take the answer of the call `slot` waited on: ready, a Result, or a dead actor."""
-        from ray.exceptions import RayActorError, RayError
+        """Take the answer of the call `slot` waited on: ready, a Result, or a lost actor."""
+        from ray.exceptions import OutOfMemoryError, RayActorError, RayError, WorkerCrashedError
 
         try:
             value = self.ray.get(slot.ref)
-        except RayActorError as exc:
+        except RayError as exc:
             if not slot.ready:
-                self.start_failures += 1
-                if exc.actor_init_failed or self.start_failures >= MAX_START_FAILURES:
-                    raise EngineError(f"the Ray actors cannot start the backend: {_gist(exc)}") from None
-                self._replace(slot)
-            else:
+                self._start_failed(slot, exc)
+                return
+            if self.nodes.lost(slot.placement, exc):
+                self._node_lost(slot)
+                return
+            if isinstance(exc, (RayActorError, OutOfMemoryError, WorkerCrashedError)):  # its process died
                 self._give_up(slot, items[slot.index], emit, Status.CRASH,
                               f"the Ray actor died while running this item: {_gist(exc)}")
-            return
-        except RayError as exc:  # the call failed but the actor lives (e.g. an unpicklable result)
-            if not slot.ready:
-                raise EngineError(f"the Ray actors cannot start the backend: {_gist(exc)}") from None
+                return
+            # The call failed but the actor lives (e.g. an unpicklable result).
             value = Result.for_item(items[slot.index], Status.ERROR, duration_s=_elapsed(slot),
                                     message=shorten(f"the Ray call failed: {exc}"))
         if not slot.ready:
-            slot.ready, slot.ref = True, None
+            slot.ready, slot.ref, slot.placement = True, None, value
             return
         self.start_failures = 0
+        index = slot.index
         slot.ref, slot.index = None, None
+        self._emit(emit, index, value, slot)
+
+    def _emit(self, emit: Callable[[Result], None], index: int, result: Result, slot: _Slot) -> None:
+        if slot.placement is not None:
+            result.node = slot.placement.label
+        if index in self.lost_on:
+            result.extra = {**result.extra, "rerun_after_node_loss": self.lost_on[index]}
         self.remaining -= 1
-        emit(value)
+        emit(result)
+
+    def _start_failed(self, slot: _Slot, exc: BaseException) -> None:
+        """An actor that never became ready: a lost node is no fault of the backend."""
+        from ray.exceptions import RayActorError
+
+        if not self.nodes.lost(slot.placement, exc):
+            self.start_failures += 1
+            if (isinstance(exc, RayActorError) and exc.actor_init_failed) or self.start_failures >= MAX_START_FAILURES:
+                raise EngineError(f"the Ray actors cannot start the backend: {_gist(exc)}") from None
+        self._replace(slot)
+
+    def _node_lost(self, slot: _Slot) -> None:
+        """The node under `slot` is gone: its item goes back to the front of the queue."""
+        self.lost_on.setdefault(slot.index, []).append(slot.placement.label if slot.placement else "unknown node")
+        self.pending.appendleft(slot.index)
+        slot.index = None
+        self._replace(slot)
 
     def _give_up(self, slot: _Slot, item: WorkItem, emit: Callable[[Result], None], status: Status,
                  message: str) -> None:
         """CRASH or TIMEOUT for the item a lost actor held; the actor is replaced."""
+        index = slot.index
         result = Result.for_item(item, status, message=message, duration_s=_elapsed(slot))
         self._replace(slot)
-        self.remaining -= 1
-        emit(result)
+        self._emit(emit, index, result, slot)
 
     def _replace(self, slot: _Slot) -> None:
         self.ray.kill(slot.actor, no_restart=True)
         self.slots.remove(slot)
         if self.pending:
             self.slots.append(self._start())
+
+    def _check_cluster(self) -> None:
+        """Stop the run when no actor is up and no live node can hold one: the items left wait
+        for --resume, not for a node that may never come back."""
+        if any(slot.ready for slot in self.slots):
+            return
+        if self.nodes.capacity(self.resources) < 1:
+            raise RunStopped(f"no node of the Ray cluster is left to run on ({self.remaining} item(s) not run)")
 
 
 def _elapsed(slot: _Slot) -> float:

@@ -174,12 +174,15 @@ def after(profile: SimProfile, name: str, dtypes: set[str], outputs: list[torch.
     return outputs
 
 
-TRIP_KINDS = frozenset({"crash", "hang", "raise"})
+TRIP_KINDS = frozenset({"crash", "hang", "raise", "delay"})
 
 
 def trip(fault) -> None:
-    """Crash the process, hang it, or raise: the faults that stop an op instead of corrupting it."""
-    if fault.kind == "crash":
+    """Crash the process, hang it, raise, or sleep `value` seconds: the faults that stop or slow
+    an op instead of corrupting it (a delayed op then gives its right result)."""
+    if fault.kind == "delay":
+        time.sleep(fault.value)
+    elif fault.kind == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
         time.sleep(5)  # the signal is delivered asynchronously on some platforms
     elif fault.kind == "hang":
@@ -191,7 +194,7 @@ def trip(fault) -> None:
 
 def corrupt_in_place(t: torch.Tensor, fault) -> None:
     """Apply a value fault to `t` itself (a collective's output buffer)."""
-    if t.numel():
+    if t.numel() and fault.kind not in TRIP_KINDS:
         _corrupt(t, fault, is_view=False)
 
 

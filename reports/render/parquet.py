@@ -22,6 +22,7 @@ Column schema (documented in the README; `PARQUET_SCHEMA` is the truth):
 | op_time_s, compile_s | double (null) | measured seconds in the op itself / compiling, where a suite records them |
 | graph_breaks, recompiles | int64 (null) | compile mode facts, where a suite records them |
 | numerics | string | ulp statistics vs the float64 oracle as a JSON object ({} when not measured) |
+| node | string (null) | the cluster node that ran the item (Ray executor); null: the run's own host |
 
 The file's key-value metadata holds `neuron_check.run` (the run row as JSON)
 and `neuron_check.schema` ("1").
@@ -69,7 +70,7 @@ def parquet_schema():
         ("duration_s", real), ("claimed", pa.bool_()), ("check", text), ("divergence", text),
         ("extra", text), ("compile", text),
         *((name, real) for name in PERF_SECONDS), *((name, pa.int64()) for name in PERF_COUNTS),
-        ("numerics", text),
+        ("numerics", text), ("node", text),
     ])
 
 

@@ -157,17 +157,17 @@ def test_resume_after_parent_sigkill_loses_and_duplicates_nothing(tmp_path):
 
 
 class _InterruptedAfter(InlineExecutor):
-    """Runs items inline and raises KeyboardInterrupt (a Ctrl-C) after `n` results."""
+    """Runs items inline and raises `stop` (default KeyboardInterrupt, a Ctrl-C) after `n` results."""
 
-    def __init__(self, n):
-        self.n = n
+    def __init__(self, n, stop=KeyboardInterrupt):
+        self.n, self.stop = n, stop
 
     def execute(self, items, config, emit):
         def emit_then_stop(result):
             emit(result)
             self.n -= 1
             if self.n == 0:
-                raise KeyboardInterrupt
+                raise self.stop
         super().execute(items, config, emit_then_stop)
 
 
@@ -179,3 +179,23 @@ def test_ctrl_c_keeps_finished_items_and_marks_the_run_interrupted(tmp_path):
     assert summary.interrupted and summary.done == 2
     assert store.run(run_id)["status"] == "interrupted"
     assert {r.subject for r in store.results(run_id)} == {"add", "sub"}
+
+
+def test_an_executor_that_cannot_go_on_leaves_an_interrupted_run_to_resume(tmp_path, capsys):
+    """RunStopped (every node of a Ray cluster gone): interrupted, results kept, the reason and the
+    --resume command printed, exit 75."""
+    from conformance.engine import RunStopped
+    from porting_cli.options import EXIT_STOPPED, run_and_report
+
+    config = RunConfig(backend="sim", device="sim", suite_options=OpsOptions(max_samples=1))
+    store, run_id = new_run(tmp_path, config)
+    stop = RunStopped("no node of the Ray cluster is left to run on (2 item(s) not run)")
+    code = run_and_report(store, items("add", "sub", "mul", "abs"), config, backends.get("sim"), run_id,
+                          command_name="ops", junit_path=None, failing_statuses=set(), strict_fallback=False,
+                          executor=_InterruptedAfter(2, stop))
+    assert code == EXIT_STOPPED == 75
+    assert store.run(run_id)["status"] == "interrupted"
+    assert {r.subject for r in store.results(run_id)} == {"add", "sub"}
+    said = capsys.readouterr().err
+    assert f"run {run_id} interrupted (no node of the Ray cluster is left to run on (2 item(s) not run))" in said
+    assert f"neuron-check ops --resume {run_id} --db " in said

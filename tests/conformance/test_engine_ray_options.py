@@ -76,6 +76,7 @@ def captured_config(monkeypatch):
 
     monkeypatch.delenv("NEURON_CHECK_SIM_PROFILE", raising=False)
     monkeypatch.setattr("conformance.engine.run_items", fake_run)
+    monkeypatch.setattr(engine_ray.RayExecutor, "connect", lambda self, config: None)  # no cluster here
     return seen
 
 

@@ -49,6 +49,7 @@ def test_load_from_dict_and_file(sim_device, tmp_path):
         ({"faults": [{"op": "aten.add.Tensor", "kind": "offset", "value": 1},
                      {"op": "aten.mul.Tensor", "kind": "explode"}]}, ["faults entry 1", "explode"]),
         ({"faults": [{"op": "aten.mul.Tensor", "kind": "scale"}]}, ["faults entry 0", "value"]),
+        ({"faults": [{"op": "aten.mul.Tensor", "kind": "delay", "value": -1}]}, ["faults entry 0", "seconds >= 0"]),
         ({"faults": [{"op": "aten.mul.Tensor", "kind": "nan", "extra": 1}]}, ["faults entry 0", "extra"]),
         ({"faults": [{"op": "aten.mul.Tensor", "kind": "nan", "dtype": "float33"}]}, ["faults entry 0", "float33"]),
         ({"unsupported_dtypes": ["bfloat17"]}, ["unsupported_dtypes entry 0", "bfloat17"]),
@@ -166,6 +167,14 @@ def test_raise_fault(use_profile):
     use_profile({"faults": [{"op": "aten.tanh.default", "kind": "raise", "value": "tanh unit wedged"}]})
     with pytest.raises(RuntimeError, match="^tanh unit wedged$"):
         torch.ones(2, device="sim").tanh()
+
+
+def test_delay_fault_is_slow_but_right(use_profile):
+    use_profile({"faults": [{"op": "aten.tanh.default", "kind": "delay", "value": 0.2}]})
+    started = time.perf_counter()
+    out = torch.full((3,), 0.5, device="sim").tanh().cpu()
+    assert time.perf_counter() - started >= 0.2
+    assert torch.equal(out, torch.full((3,), 0.5).tanh())
 
 
 def test_crash_fault_kills_with_sigsegv(sim_python):
