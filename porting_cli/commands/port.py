@@ -162,8 +162,8 @@ def _runtime(script: str, args: list[str], device: str | None, sim_profile: str 
     """The trace (and the CPU reach run for --against). `root`: project mode's folder, which
     is both the user's code and the base of the sites' paths."""
     from porting_cli.options import apply_sim_profile
-    from porting_cli.prediction import Prediction
-    from porting_cli.trace import run_trace
+    from porting_cli.runtime.prediction import Prediction
+    from porting_cli.runtime.trace import run_trace
 
     if sim_profile and device not in (None, "sim") and not str(device).startswith("sim:"):
         raise click.UsageError("--sim-profile applies only to --device sim.")

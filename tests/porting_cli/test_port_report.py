@@ -13,7 +13,7 @@ from op_db.records import Result, Status
 from op_db.store import Store
 from porting_cli.port_report import build_report, exit_code
 from porting_cli.scan import scan_source
-from porting_cli.trace import OpUse, Prediction, TraceResult, read_records
+from porting_cli.runtime.trace import OpUse, Prediction, TraceResult, read_records
 from reports.render.porting import render
 from reports.render.sarif import porting_sarif
 
