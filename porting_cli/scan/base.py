@@ -204,6 +204,12 @@ class FamilyVisitor:
             severity=rule.severity, effort=rule.effort, message=message,
             fixable=fixable, family=rule.family))
 
+    def attr_start(self, node: ast.Attribute) -> int:
+        """The offset of the attribute's name (``cuda`` of ``make(...).cuda``): where its finding
+        starts, on the line of the CUDA token however long the expression before it."""
+        _, end = self.ctx.source.span(node)
+        return end - len(node.attr)
+
     def call_of(self, node: ast.AST) -> ast.Call | None:
         """The call whose callee is ``node``, if any."""
         return self.ctx.call_of.get(id(node))

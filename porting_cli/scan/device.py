@@ -146,7 +146,8 @@ class DevicePlacementVisitor(ReferenceFamily):
             given = args[0] if args else (keyword(node, "device") or None)
             value = given.value if isinstance(given, ast.keyword) else given
             as_index = given is None or self._index_expression(value)
-            self.report(node, "NC101", edit=lambda view: self._fix_cuda_method(view, node, given, as_index))
+            self.report(node, "NC101", edit=lambda view: self._fix_cuda_method(view, node, given, as_index),
+                        start=self.attr_start(func))
         elif qn == "torch.device" and args:
             self._torch_device(node, args)
         elif method == "to" and args:
@@ -239,7 +240,7 @@ class DevicePlacementVisitor(ReferenceFamily):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "is_cuda" and self.call_of(node) is None:
-            self.report(node, "NC108", edit=lambda view: self._fix_is_cuda(view, node))
+            self.report(node, "NC108", edit=lambda view: self._fix_is_cuda(view, node), start=self.attr_start(node))
 
     def _fix_is_cuda(self, view, node: ast.Attribute) -> str:
         text = view.between(*view.span(node))

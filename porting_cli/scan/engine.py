@@ -18,7 +18,7 @@ import re
 
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
-from .base import Context, prelude_names
+from .base import Context, FamilyVisitor, prelude_names
 from .cuda_api import CudaApiVisitor
 from .dataflow import INDEX, STRING, device_flow
 from .device import DevicePlacementVisitor
@@ -28,6 +28,7 @@ from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
 from .findings import Finding
+from .net import NET_WORDS, Spot, net_tokens
 from .nodes import SourceText, iter_blocks
 from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
@@ -204,8 +205,21 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
                   flow, skip)
     families = [family(ctx) for family in FAMILIES]
     Traversal(ctx, families, candidates if reduce else None).run(tree)
+    _safety_net(ctx, candidates if reduce else list(range(1, len(lines) + 1)))
     findings = sorted(ctx.findings, key=Finding.sort_key)
     return Analysis(text, ctx, findings, len(lines), tree)
+
+
+def _safety_net(ctx: Context, candidates: list[int]) -> None:
+    """NC999 at the first CUDA token of each line that holds one and has no finding yet."""
+    lines = ctx.lines
+    net_lines = [n for n in candidates if n <= len(lines) and NET_WORDS.search(lines[n - 1])]
+    if not net_lines:
+        return
+    reported = {f.line for f in ctx.findings} | set(ctx.skip_lines)
+    net = FamilyVisitor(ctx)
+    for start, end, token in net_tokens(ctx.source, ctx.tree, net_lines, reported):
+        net.report(Spot(start, end), "NC999", detail=f"`{token}`")
 
 
 _memo: dict[tuple, Analysis] = {}

@@ -50,7 +50,7 @@ def _library(name: str) -> str | None:
 
 class KernelsVisitor(ReferenceFamily):
     family = "kernels"
-    triggers = (r"cpp_extension", r"CUDAExtension", r"cuda_sources", r"triton",
+    triggers = (r"cpp_extension", r"CUDAExtension", r"cuda_sources", r"triton", r"nvtx", r"cupy",
                 *(lib.replace(".", r"\.") for lib in LIBRARIES))
 
     def __init__(self, ctx):

@@ -202,6 +202,10 @@ RULES: tuple[Rule, ...] = (
        "(`NEURON_RT_VISIBLE_CORES` on Trainium, `ZE_AFFINITY_MASK` on XPU)"),
     _R("NC912", "environment", "cuda-env-var", "info", "low",
        "CUDA/NCCL environment variable; it has no effect on other backends"),
+    # -- the safety net --------------------------------------------------------
+    _R("NC999", "net", "cuda-reference", "warning", "low",
+       "CUDA-specific reference (review): code that names CUDA and that no specific rule "
+       "explained; make it device-agnostic or confirm it is not taken on the backend"),
 )
 
 RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
