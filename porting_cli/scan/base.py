@@ -47,6 +47,8 @@ class Context:
         self.findings: list[Finding] = []
         self.strings = Strings(source)
         self.edits: dict[int, tuple[ast.AST, Edit]] = {}
+        self.edit_owner: dict[int, Finding] = {}        # id(edited node) -> the finding it fixes
+        self.fstrings: list[ast.JoinedStr] = []         # f-strings seen (an edit inside one minds its quotes)
         self.call_of: dict[int, ast.Call] = {}          # id(call.func) -> call
         self.sole_call_stmt: dict[int, ast.Expr] = {}   # id(call) -> its statement, alone on its line
         self.sole_assign: dict[int, ast.Assign] = {}    # id(target) -> its assignment, alone on its line
@@ -155,6 +157,12 @@ def _indent(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
 
 
+def binds(node: ast.AST) -> bool:
+    """``node`` is a name being bound or deleted (an assignment, ``for`` or ``with`` target) or a
+    parameter: rewriting it would make code that cannot be compiled, or bind another name."""
+    return isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)) or isinstance(node, ast.arg)
+
+
 def guarded(code: str, default: str) -> str:
     """``(call if torch.accelerator.is_available() else default)``."""
     return f"({code} if {GUARD} else {default})"
@@ -194,15 +202,20 @@ class FamilyVisitor:
         text = ctx.lines[line - 1].rstrip("\r\n") if line <= len(ctx.lines) else ""
         message = rule.message if detail is None else f"{rule.message}: {detail}"
         target = node if edit_node is None else edit_node
+        if edit is not None and binds(target):  # `self.is_cuda = ...`: a name being bound stays
+            edit = None
+            message += " (not fixed automatically: the code binds this name)"
         fixable = edit is not None and id(target) not in ctx.edits
-        if fixable:
-            ctx.edits[id(target)] = (target, edit)
-        ctx.handled.add(id(node))
-        ctx.findings.append(Finding(
+        finding = Finding(
             rule_id=rule.id, path=ctx.path, line=line, col=first - source.starts[line - 1] + 1,
             end_line=end_line, end_col=end - source.starts[end_line - 1] + 1, source_line=text,
             severity=rule.severity, effort=rule.effort, message=message,
-            fixable=fixable, family=rule.family))
+            fixable=fixable, family=rule.family)
+        if fixable:
+            ctx.edits[id(target)] = (target, edit)
+            ctx.edit_owner[id(target)] = finding
+        ctx.handled.add(id(node))
+        ctx.findings.append(finding)
 
     def attr_start(self, node: ast.Attribute) -> int:
         """The offset of the attribute's name (``cuda`` of ``make(...).cuda``): where its finding

@@ -183,6 +183,8 @@ class Analysis:
     findings: list[Finding]
     lines: int
     tree: ast.Module
+    #: the fixes were checked to parse (porting_cli.scan.checked)
+    checked: bool = False
 
 
 def analyze(text: str, path: str = "<string>", *, reduce: bool = True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from .base import ReferenceFamily
+from .guards import Guards
 from .nodes import is_name, keyword
 
 CPP_EXT = "torch.utils.cpp_extension"
@@ -56,6 +57,15 @@ class KernelsVisitor(ReferenceFamily):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.optional_depth = 0  # inside `try:` blocks whose handlers catch ImportError
+        self._guards: Guards | None = None
+
+    def optional(self, node: ast.AST) -> bool:
+        """The import is behind a try/except ImportError or an availability guard."""
+        if self.optional_depth:
+            return True
+        if self._guards is None:
+            self._guards = Guards(self.ctx.tree, self.ctx.aliases)
+        return self._guards.covers(node.lineno)
 
     # -- imports -------------------------------------------------------------
     def _import(self, node: ast.AST, name: str) -> bool:
@@ -63,7 +73,7 @@ class KernelsVisitor(ReferenceFamily):
         if lib is None:
             return False
         part = next((p for p in APEX_PARTS if name == p or name.startswith(p + ".")), None)
-        if self.optional_depth:
+        if self.optional(node):
             self.report(node, "NC705", detail=f"`{lib}`")
         elif part is not None:
             self.report(node, APEX_PARTS[part], detail=f"`{name}`")

@@ -67,7 +67,21 @@ class Spot:
         self.span = (start, end)
 
 
-def _callee_name(call: ast.Call) -> str:
+def prose_strings(node: ast.AST) -> list[ast.AST]:
+    """The parts of ``node`` (a call, ``raise`` or ``assert``) that are messages for a person:
+    what the rules must never read as code values."""
+    if isinstance(node, ast.Call):
+        if callee_name(node) in MESSAGE_CALLS:
+            return [*node.args, *(kw.value for kw in node.keywords)]
+        return [kw.value for kw in node.keywords if kw.arg in MESSAGE_KEYWORDS]
+    if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+        return [*node.exc.args, *(kw.value for kw in node.exc.keywords)]
+    if isinstance(node, ast.Assert) and node.msg is not None:
+        return [node.msg]
+    return []
+
+
+def callee_name(call: ast.Call) -> str:
     func = call.func
     if isinstance(func, ast.Attribute):
         return func.attr
@@ -136,14 +150,14 @@ class NetWalk:
             return
         if kind is ast.Constant:
             if isinstance(node.value, str) and token_string(node.value) and not self._triple_quoted(node):
-                self._node_token(node, node.value.strip())
+                self._named_at(node, node.value.strip())
             return
         if kind is ast.JoinedStr:
             for value in node.values:
                 if type(value) is ast.FormattedValue:
                     self.node(value)
                 elif isinstance(value, ast.Constant) and token_string(value.value):
-                    self._node_token(node, value.value.strip())
+                    self._named_at(node, value.value.strip())
             return
         if kind is ast.Attribute:
             self.node(node.value)
@@ -209,7 +223,7 @@ class NetWalk:
         """A message's arguments are left out whole: what a log line interpolates is for a
         person to read (the specific rules still see CUDA calls made there)."""
         self.node(call.func)
-        if _callee_name(call) in MESSAGE_CALLS:
+        if callee_name(call) in MESSAGE_CALLS:
             return
         for arg in call.args:
             self.node(arg)
@@ -225,8 +239,10 @@ class NetWalk:
             self._named_at(node, node.module)
             return
         for alias in node.names:
-            if names_cuda(alias.name) or (alias.asname and names_cuda(alias.asname)):
-                self._node_token(alias, alias.asname or alias.name)
+            words = [*alias.name.split("."), *([alias.asname] if alias.asname else [])]
+            word = next((w for w in words if names_cuda(w)), None)
+            if word is not None:
+                self._named_at(alias, word)
                 return
 
 

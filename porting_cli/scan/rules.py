@@ -184,7 +184,8 @@ RULES: tuple[Rule, ...] = (
     _R("NC704", "kernels", "cuda-only-library-no-replacement", "error", "high",
        "CUDA-only library with no PyTorch replacement: the port needs new code", blocks=True),
     _R("NC705", "kernels", "optional-cuda-library", "info", "low",
-       "CUDA-only library imported with a fallback (`except ImportError`); check that the fallback "
+       "CUDA-only library imported with a fallback (`except ImportError`) or behind an availability guard "
+       "(`is_x_available()`, `find_spec`, a flag they set); check that the fallback "
        "path is the one taken on the backend"),
     # -- float64 ---------------------------------------------------------------
     _R("NC801", "dtype", "float64-dtype", "warning", "medium",

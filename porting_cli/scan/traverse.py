@@ -19,6 +19,7 @@ import bisect
 from typing import Callable, Iterable
 
 from .base import Context, FamilyVisitor, ReferenceFamily
+from .net import prose_strings
 
 
 class Piece(ast.Constant):
@@ -49,6 +50,7 @@ class Traversal:
         self.leave = _handlers(families, "leave_")
         self.strings = self.visit.get("String", ())
         self.decorators = self.visit.get("Decorator", ())
+        self.prose: set[int] = set()  # ids of string constants that are messages
 
     def run(self, tree: ast.Module) -> None:
         self._body(tree.body)
@@ -94,6 +96,9 @@ class Traversal:
             self._reference(node)
         elif kind is ast.Call:
             ctx.call_of[id(node.func)] = node
+            self._prose(node)
+        elif kind is ast.Raise or kind is ast.Assert:
+            self._prose(node)
         elif kind is ast.Compare:
             ctx.compared.add(id(node.left))
             ctx.compared.update(map(id, node.comparators))
@@ -102,6 +107,7 @@ class Traversal:
                 self._string(node)
             return
         elif kind is ast.JoinedStr:  # its text is no string literal; its expressions are code
+            ctx.fstrings.append(node)
             for value in node.values:
                 if type(value) is ast.FormattedValue:
                     self._node(value)
@@ -145,7 +151,16 @@ class Traversal:
         for on_reference in self.referrers:
             on_reference(node, qn)
 
+    def _prose(self, node: ast.AST) -> None:
+        """Strings in messages (print, logging, help=, raise, assert) are prose, never values."""
+        for part in prose_strings(node):
+            for inner in ast.walk(part):
+                if type(inner) is ast.Constant:
+                    self.prose.add(id(inner))
+
     def _string(self, node: ast.Constant) -> None:
+        if id(node) in self.prose:
+            return
         strings = self.ctx.strings
         if strings.value(node) is not None:
             for fn in self.strings:

@@ -1,0 +1,145 @@
+"""Recall that holds on code nobody tuned for (issue 30): the NC999 safety net, prose never
+reported, findings at the CUDA token, fixes that always parse, availability guards."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from porting_cli.fix import fix_source
+from porting_cli.scan import scan_source
+from porting_cli.scan.checked import syntax_problem
+from porting_cli.scan.engine import analyze_cached
+
+
+def rules_by_line(source: str) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for f in scan_source(source).findings:
+        out.setdefault(f.line, []).append(f.rule_id)
+    return out
+
+
+# -- the safety net: every line that holds CUDA code is reported ----------------------------
+NET_CASES = [
+    ("use_cuda = torch.cuda.is_available()\nif use_cuda:\n    pass\n", 2, "use_cuda"),
+    ("def initialize(args, allow_no_cuda=False):\n    pass\n", 1, "allow_no_cuda"),
+    ("mpu.model_parallel_cuda_manual_seed(seed)\n", 1, "model_parallel_cuda_manual_seed"),
+    ("code = ErrorCode.CUDA_OUT_OF_MEMORY\n", 1, "CUDA_OUT_OF_MEMORY"),
+    ("if dist.get_backend() == dist.Backend.NCCL:\n    pass\n", 1, "NCCL"),
+    ("def median_filter_cuda(x, width):\n    return x\n", 1, "median_filter_cuda"),
+    ("class Args:\n    cuda: bool = True\n", 2, "cuda"),
+    ("train(model, use_cuda=flag)\n", 1, "use_cuda"),
+    ('table = {"cuda": 1}\n', 1, "cuda"),
+    ('parser.add_argument("--cuda", action="store_true", help="use the GPU")\n', 1, "--cuda"),
+    ("import nvtx\n", 1, "nvtx"),
+    ("import torch.backends.cudnn as cudnn\n", 1, "cudnn"),
+    ('name = f"cuda:{rank}" if ok else "cpu"\nprint(name)\n', 1, "cuda:"),
+]
+
+
+@pytest.mark.parametrize("source, line, token", NET_CASES)
+def test_a_cuda_token_no_rule_explains_is_caught_by_the_net_at_its_column(source, line, token):
+    found = [f for f in scan_source(source).findings if f.line == line]
+    assert found, f"line {line} of {source!r} went unreported"
+    if found[0].rule_id == "NC999":
+        text = source.splitlines()[line - 1]
+        assert found[0].col == text.index(token) + 1 and token in found[0].message
+        assert (found[0].fixable, found[0].effort) == (False, "low")
+
+
+PROSE = [
+    'print("moving the model to cuda")\n',
+    'print("cuda")\n',
+    'logger.info("cuda:0 is used")\n',
+    'logger.info(f"use_cuda={use_cuda}")\n',
+    'warnings.warn("nccl")\n',
+    'parser.add_argument("--fast", help="cuda")\n',
+    'raise RuntimeError("cuda")\n',
+    'assert ok, "cuda"\n',
+    'def f():\n    """Runs on cuda and nccl."""\n    return 1\n',
+    '"""cuda"""\n',
+    'doc = """torch.cuda.synchronize()"""\n',
+    "# x = x.cuda()\n",
+    "occupy = 1\nbarracuda = 2\n",
+]
+
+
+@pytest.mark.parametrize("source", PROSE)
+def test_prose_and_look_alike_words_are_never_reported(source):
+    assert scan_source(source).findings == []
+
+
+def test_a_line_with_a_finding_gets_no_second_net_finding():
+    assert rules_by_line("use_cuda = x.cuda()\n") == {1: ["NC101"]}
+
+
+# -- positions: the finding is at the CUDA token ---------------------------------------------
+def test_cuda_method_at_the_end_of_a_long_call_is_reported_on_its_own_line():
+    source = "loss = DINOLoss(\n    out_dim,\n    ncrops,\n    warmup,\n).cuda()\n"
+    (f,) = scan_source(source).findings
+    assert (f.rule_id, f.line, f.col, f.end_line) == ("NC101", 5, 3, 5)
+    fixed = fix_source(source)
+    assert ").to(DEVICE)" in fixed.new_text
+
+
+# -- fixes are never invalid ---------------------------------------------------------------
+def test_a_name_being_bound_is_never_rewritten():
+    source = "import torch\nclass L:\n    def __init__(self, device):\n" \
+             "        self.is_cuda = device.type == 'cuda' and torch.cuda.is_available()\n"
+    result = fix_source(source)
+    assert "self.is_cuda = device.type == DEVICE_TYPE and torch.accelerator.is_available()" in result.new_text
+    target = [f for f in result.remaining if f.rule_id == "NC108"]
+    assert target and "binds this name" in target[0].message
+
+
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_a_fix_inside_an_f_string_uses_the_other_quote(quote):
+    source = (f"import torch\nmem = f{quote}{{torch.cuda.memory_reserved() / 1e9:.3g}}G{quote}\n")
+    result = fix_source(source)
+    assert syntax_problem(result.new_text) is None
+    other = "'" if quote == '"' else '"'
+    assert f"device_memory({other}memory_reserved{other}, 0)" in result.new_text
+    assert not [f for f in scan_source(result.new_text).findings if f.fixable]
+
+
+def test_newer_grammar_is_a_syntax_problem_for_python_3_10():
+    assert syntax_problem("try:\n    pass\nexcept* ValueError:\n    pass\n") is not None
+    assert syntax_problem("x = 1\n") is None
+
+
+def test_a_fix_that_does_not_parse_is_dropped_and_its_finding_says_why():
+    """Inject a broken edit into the analysis: the fix offered must leave it out, the finding
+    stays with the reason, and the other fixes of the file are still made."""
+    source = "import torch\ntorch.cuda.synchronize()\ny = x.cuda()\n"
+    analysis = analyze_cached(source, "<inject>")
+    key, (node, _) = next((k, v) for k, v in analysis.ctx.edits.items() if isinstance(v[0], ast.Call)
+                          and getattr(v[0].func, "attr", "") == "cuda")
+    analysis.ctx.edits[key] = (node, lambda view: "x.to(DEVICE")  # unbalanced: cannot parse
+    result = fix_source(source, "<inject>")
+    assert syntax_problem(result.new_text) is None
+    (kept,) = [f for f in result.remaining if f.rule_id == "NC101"]
+    assert "would not parse on Python 3.10" in kept.message
+    assert "torch.accelerator.synchronize()" in result.new_text and "x.cuda()" in result.new_text
+
+
+# -- availability guards make an import optional -------------------------------------------
+GUARDED = [
+    "if is_bnb_available():\n    import bitsandbytes as bnb\n",
+    "import importlib.util\nif importlib.util.find_spec('flash_attn') is not None:\n    import flash_attn\n",
+    "try:\n    import apex\n    HAS_APEX = True\nexcept ImportError:\n    HAS_APEX = False\n"
+    "if HAS_APEX:\n    from apex.optimizers import FusedAdam\n",
+    "def load():\n    if not is_bnb_available():\n        raise ImportError('bitsandbytes')\n"
+    "    import bitsandbytes\n",
+    "_flash = is_flash_attn_2_available()\nif _flash:\n    from flash_attn import flash_attn_func\n",
+]
+
+
+@pytest.mark.parametrize("source", GUARDED)
+def test_an_import_behind_an_availability_guard_is_optional_not_a_blocker(source):
+    libraries = [f.rule_id for f in scan_source(source).findings if f.family == "kernels"]
+    assert libraries and set(libraries) == {"NC705"}
+
+
+def test_an_unguarded_import_of_a_cuda_only_library_still_blocks():
+    assert [f.rule_id for f in scan_source("import bitsandbytes as bnb\n").findings] == ["NC704"]
