@@ -18,6 +18,10 @@ from .calls import rebuilt_call
 from .nodes import call_arguments, int_value, keyword, positional
 
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?\Z")
+#: string methods that handle a device as text; "cuda" / "cuda:" as their argument (NC110)
+TEXT_METHODS = frozenset({"replace", "startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip",
+                          "find", "rfind", "index", "partition", "removeprefix", "count"})
+CUDA_TEXT = re.compile(r"cuda(?::\d*)?\Z", re.IGNORECASE)
 
 #: calls whose first positional argument is a device
 DEVICE_FIRST_ARG = frozenset({"torch.set_default_device", "torch.Generator", "torch.Stream"})
@@ -158,6 +162,11 @@ class DevicePlacementVisitor(ReferenceFamily):
             self._strings(args[0], self._as_type)
         elif qn in DEVICE_FIRST_ARG and args:
             self._strings(args[0], self._as_device)
+        elif method in TEXT_METHODS:
+            for arg in args:
+                text = self.ctx.string_value(arg)
+                if text is not None and CUDA_TEXT.match(text) and id(arg) not in self.ctx.handled:
+                    self.report(arg, "NC110", detail=f"`.{method}({text!r})`")
         for arg in node.keywords:
             name = arg.arg
             if name is None:

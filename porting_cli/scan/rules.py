@@ -67,6 +67,9 @@ RULES: tuple[Rule, ...] = (
     _R("NC108", "device", "is-cuda-test", "warning", "none",
        "`.is_cuda` is False on other accelerators; test `x.device.type` against the current "
        "accelerator's type", True),
+    _R("NC110", "device", "cuda-device-text", "warning", "low",
+       "a device handled as text with \"cuda\" in it (`str(device).replace(\"cuda:\", \"\")`, "
+       "`.startswith(\"cuda\")`); use `torch.device(x).type` / `.index`, which hold for any accelerator"),
     _R("NC109", "device", "cuda-only-fused-optimizer", "info", "low",
        "the fused optimizer is chosen only on CUDA; keep `fused=True` on the backend only if it has "
        "the fused kernel (`aten._fused_adamw_`), else the default (foreach) implementation runs"),
@@ -157,6 +160,9 @@ RULES: tuple[Rule, ...] = (
     _R("NC504", "distributed", "data-parallel", "warning", "medium",
        "`nn.DataParallel` splits batches over CUDA devices only; use DistributedDataParallel "
        "(one process per device) or one device"),
+    _R("NC506", "distributed", "nccl-only-argument", "warning", "low",
+       "an argument only the NCCL process group takes (`barrier(device_ids=...)`); leave it out on "
+       "other backends (`dist.barrier()` synchronises every rank)"),
     _R("NC505", "distributed", "apex-parallel", "warning", "medium",
        "apex.parallel is CUDA-only; use `torch.nn.parallel.DistributedDataParallel` and "
        "`torch.nn.SyncBatchNorm`"),
@@ -197,6 +203,17 @@ RULES: tuple[Rule, ...] = (
     _R("NC901", "huggingface", "cuda-device-map", "error", "none",
        "`device_map` pinned to CUDA; pass the current accelerator device "
        "(or `device_map=\"auto\"`)", True),
+    _R("NC902", "huggingface", "bitsandbytes-quantization", "error", "high",
+       "bitsandbytes quantization (`load_in_8bit`/`load_in_4bit`, `BitsAndBytesConfig`) runs CUDA "
+       "kernels with no PyTorch fallback: the port needs another quantization the backend supports "
+       "(e.g. torchao, or the backend's own int8/fp8 path)", blocks=True),
+    _R("NC903", "huggingface", "flash-attention-2", "warning", "none",
+       "`attn_implementation=\"flash_attention_2\"` needs the CUDA-only flash_attn package; use "
+       "`\"sdpa\"` (PyTorch's scaled_dot_product_attention)", True),
+    _R("NC904", "huggingface", "cuda-training-option", "warning", "low",
+       "a training option that assumes CUDA (`fp16` mixed precision with a CUDA grad scaler, `tf32`, "
+       "a bitsandbytes/apex/fused `optim`, `half_precision_backend`); use `bf16` / the default "
+       "`adamw_torch` optimizer, or check that the backend supports it"),
     # -- environment -----------------------------------------------------------
     _R("NC911", "environment", "cuda-visible-devices", "warning", "low",
        "`CUDA_VISIBLE_DEVICES` is read by CUDA only; use the backend's variable "

@@ -37,7 +37,7 @@ def by_line(findings) -> dict[int, list[str]]:
 
 #: fixtures whose `# expect:` comments name every finding of every line
 EXPECT_FIXTURES = ["cuda_all.py", "idioms_device_index.py", "idioms_device_strings.py",
-                   "idioms_cuda_api.py", "idioms_amp_libs.py"]
+                   "idioms_cuda_api.py", "idioms_amp_libs.py", "idioms_recall.py"]
 
 
 @pytest.mark.parametrize("name", EXPECT_FIXTURES)
