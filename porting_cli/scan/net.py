@@ -30,6 +30,9 @@ _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 MESSAGE_CALLS = frozenset({"print", "warn", "info", "debug", "warning", "error", "critical", "exception",
                            "log", "fatal", "echo", "secho", "write", "print_rank_0", "print0", "rank0_print",
                            "log_info", "log_rank_0", "log_dist", "set_description", "set_postfix_str"})
+#: string methods whose arguments are text the code looks for (values, not messages)
+TEXT_METHODS = frozenset({"startswith", "endswith", "find", "rfind", "index", "count", "replace", "split",
+                          "partition", "removeprefix", "removesuffix", "search", "match", "fullmatch"})
 #: keywords whose string values are text for a person
 MESSAGE_KEYWORDS = frozenset({"help", "description", "epilog", "usage", "msg", "message", "desc", "title"})
 
@@ -168,6 +171,11 @@ class NetWalk:
         if kind is ast.Call:
             self._call(node)
             return
+        if kind is ast.Compare:  # `"CUDA out of memory" in str(e)`: text compared is a value
+            for operand in (node.left, *node.comparators):
+                self._compared_text(operand)
+                self.node(operand)
+            return
         if kind is ast.keyword:
             if node.arg and names_cuda(node.arg):
                 self._named_at(node, node.arg)
@@ -226,9 +234,16 @@ class NetWalk:
         if callee_name(call) in MESSAGE_CALLS:
             return
         for arg in call.args:
+            if callee_name(call) in TEXT_METHODS:  # str(e).startswith("CUDA error")
+                self._compared_text(arg)
             self.node(arg)
         for kw in call.keywords:
             self.node(kw)
+
+    def _compared_text(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and names_cuda(node.value):
+            word = next(w for w in re.split(r"[^A-Za-z0-9_]+", node.value) if w and names_cuda(w))
+            self._named_at(node, word)
 
     def _raised(self, exc: ast.expr) -> None:
         """``raise Error("text")``: the class is code, its arguments a message."""

@@ -193,6 +193,10 @@ RULES: tuple[Rule, ...] = (
        "CUDA-only library imported with a fallback (`except ImportError`) or behind an availability guard "
        "(`is_x_available()`, `find_spec`, a flag they set); check that the fallback "
        "path is the one taken on the backend"),
+    _R("NC706", "kernels", "cuda-evidence-library", "warning", "medium",
+       "third-party library whose installed files tie it to CUDA (shared objects linking libcudart/"
+       "libcuda/NCCL, Triton kernels, CUDA requirements) and that neuron-check's library data does "
+       "not know (review): check that it has a path for the backend"),
     # -- float64 ---------------------------------------------------------------
     _R("NC801", "dtype", "float64-dtype", "warning", "medium",
        "64-bit floating dtype; Trainium has no float64: use `torch.float32` "

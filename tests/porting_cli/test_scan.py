@@ -49,7 +49,8 @@ def test_fixture_gives_exactly_the_expected_findings(name):
 def test_every_rule_is_exercised_by_the_fixtures():
     used = {r for name in EXPECT_FIXTURES for ids in expected_from_comments(FIXTURES / name).values()
             for r in ids}
-    assert used == {r.id for r in RULES}
+    # NC706 depends on what is installed: test_scan_recall.py installs a fake package for it
+    assert used | {"NC706"} == {r.id for r in RULES}
 
 
 @pytest.mark.parametrize("name", ["clean_train.py"])

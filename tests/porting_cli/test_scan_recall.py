@@ -143,3 +143,75 @@ def test_an_import_behind_an_availability_guard_is_optional_not_a_blocker(source
 
 def test_an_unguarded_import_of_a_cuda_only_library_still_blocks():
     assert [f.rule_id for f in scan_source("import bitsandbytes as bnb\n").findings] == ["NC704"]
+
+
+# -- CUDA-only libraries: the data, the uses, the installed evidence --------------------------
+def test_uses_of_names_a_cuda_only_library_bound_are_reported_like_its_import():
+    source = ("import xformers.ops\nfrom flash_attn import flash_attn_func\n"
+              "out = xformers.ops.memory_efficient_attention(q, k, v)\ny = flash_attn_func(q, k, v)\n")
+    assert rules_by_line(source) == {1: ["NC703"], 2: ["NC703"], 3: ["NC703"], 4: ["NC703"]}
+
+
+def test_a_library_the_data_classes_as_blocking_makes_the_port_blocked():
+    found = scan_source("from mamba_ssm.models.mixer_seq_simple import MambaLMHeadModel\n").findings
+    assert [f.rule_id for f in found] == ["NC704"] and "census" not in found[0].message
+
+
+def test_a_package_with_a_cpu_path_is_never_reported():
+    assert scan_source("import deepspeed\nimport accelerate\nimport numba\n").findings == []
+
+
+def test_triton_kernel_launches_are_reported_and_kernel_bodies_are_one_change():
+    source = ("import triton\nimport triton.language as tl\n@triton.jit\n"
+              "def add(x_ptr, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n"
+              "def build():\n    return triton.JITFunction(add.fn)\n"
+              "def run(x):\n    kernel = build()\n    kernel[(4,)](x)\n    add[(1,)](x)\n    layers[0](x)\n")
+    assert rules_by_line(source) == {1: ["NC702"], 2: ["NC702"], 3: ["NC702"], 7: ["NC702"],
+                                     10: ["NC702"], 11: ["NC702"]}
+
+
+def _fake_installed(tmp_path, name, requires=(), kernel=False):
+    site = tmp_path / "site-packages"
+    package = site / name
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    files = [f"{name}/__init__.py,,"]
+    if kernel:
+        (package / "triton_kernels.py").write_text("import triton\n@triton.jit\ndef k(x):\n    pass\n")
+        files.append(f"{name}/triton_kernels.py,,")
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("\n".join(files) + "\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in requires) + "\nbody\n")
+    return site
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    from porting_cli.scan import libraries
+
+    def install(name, **kwargs):
+        monkeypatch.syspath_prepend(str(_fake_installed(tmp_path, name, **kwargs)))
+        libraries.installed_evidence.cache_clear()
+        libraries._evidence_of.cache_clear()
+    yield install
+    libraries.installed_evidence.cache_clear()
+    libraries._evidence_of.cache_clear()
+
+
+def test_an_unknown_installed_package_with_cuda_evidence_is_flagged_for_review(installed):
+    installed("fastkernelz", requires=["nvidia-cuda-runtime-cu12>=12.1", "numpy"], kernel=True)
+    installed("plainpkgz", requires=["numpy"])
+    source = "import fastkernelz\nimport plainpkgz\ntry:\n    import fastkernelz as fk\nexcept ImportError:\n    fk = None\n"
+    found = {f.line: f for f in scan_source(source, "evidence.py").findings}
+    assert sorted(found) == [1, 4]
+    assert found[1].rule_id == "NC706" and "requires nvidia-cuda-runtime-cu12>=12.1" in found[1].message
+    assert "Triton kernels in fastkernelz/triton_kernels.py" in found[1].message
+    assert found[4].rule_id == "NC705"  # behind try/except ImportError: optional
+
+
+def test_an_installed_known_library_names_the_evidence_that_decided(installed):
+    installed("xformers", requires=["torch", "triton>=2.1"])
+    (f,) = scan_source("import xformers\n", "known.py").findings
+    assert f.rule_id == "NC703" and "installed: requires triton>=2.1" in f.message
