@@ -151,10 +151,9 @@ def fix_source(text: str, path: str = "<string>") -> FixResult:
     prelude = _prelude_text(fixed.prelude, analysis.ctx.device_name, _existing_prelude(analysis),
                             not _imports_torch(tree))
     new_text = bom + fixed.head + _joint(fixed.head, fixed.tail) + prelude + fixed.tail
-    # a fix must never break the syntax; top-level statements parse on their own, so the
-    # ones an edit changed (and the prelude) are all there is to check. Each changed statement
-    # was checked already (porting_cli.scan.checked); this guards the prelude and the joins.
-    problem = syntax_problem(prelude + "".join(fixed.changed))
+    # a fix must never break the syntax; top-level statements parse on their own, and each
+    # one an edit changed was checked already (porting_cli.scan.checked): the prelude is left
+    problem = syntax_problem(prelude) if prelude else None
     if problem is not None:  # pragma: no cover - no known edit gets here
         unfixed = [dataclasses.replace(f, fixable=False) for f in analysis.findings]
         return FixResult(text, [], unfixed, path, text)

@@ -158,7 +158,6 @@ class FixedText(NamedTuple):
     head: str
     tail: str
     prelude: set[str]         # the prelude parts the edits use
-    changed: tuple[str, ...]  # the top-level statements with an edit, fixed: all a syntax check needs
 
 
 def _top_level_spans(ctx: Context) -> list[tuple[int, int]]:
@@ -183,12 +182,6 @@ def apply_edits(analysis: Analysis, cut: int = 0) -> FixedText:
     rewriter = _Rewriter(ctx)
     head = rewriter.render(0, cut)
     tail = rewriter.render(cut, len(ctx.source.text))
-    changed = []
-    starts = [s.start for s in rewriter.splices]
-    for start, end in _top_level_spans(ctx):
-        i = bisect.bisect_left(starts, start)
-        if i < len(starts) and starts[i] < end:
-            changed.append(rewriter.render(start, end))
     for index in range(len(rewriter.splices)):  # an edit inside a replaced node still asks for its prelude
         rewriter.replacement(index)
-    return FixedText(head, tail, ctx.prelude, tuple(changed))
+    return FixedText(head, tail, ctx.prelude)

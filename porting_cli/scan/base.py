@@ -43,6 +43,7 @@ class Context:
         self.device_name = device_name  # the module-level name the fixes bind the device to
         self.flow = flow or DeviceFlow()
         self.skip_lines = skip_lines      # neuron-check's own prelude in a fixed file: never reported
+        self.value_aliases: frozenset[str] = frozenset()  # names bound to a torch API by code, not imports
         self.prelude: set[str] = set()    # the prelude parts the edits use (see porting_cli.fix)
         self.findings: list[Finding] = []
         self.strings = Strings(source)
@@ -63,6 +64,13 @@ class Context:
 
     def string_value(self, node: ast.AST | None) -> str | None:
         return None if node is None else self.strings.value(node)
+
+    def folded_value(self, node: ast.AST | None) -> str | None:
+        """A plain literal's value, or the value of a string expression of constants."""
+        if node is None:
+            return None
+        value = self.strings.value(node)
+        return value if value is not None else self.strings.folded(node)
 
     def kinds_of(self, node: ast.AST) -> set[str]:
         """What the data flow knows about the value of ``node`` (a call argument)."""
@@ -157,6 +165,13 @@ def _indent(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
 
 
+def chain_head(node: ast.AST) -> str | None:
+    """The name a Name/Attribute chain starts with (``sync`` of ``sync.x``)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def binds(node: ast.AST) -> bool:
     """``node`` is a name being bound or deleted (an assignment, ``for`` or ``with`` target) or a
     parameter: rewriting it would make code that cannot be compiled, or bind another name."""
@@ -205,6 +220,10 @@ class FamilyVisitor:
         if edit is not None and binds(target):  # `self.is_cuda = ...`: a name being bound stays
             edit = None
             message += " (not fixed automatically: the code binds this name)"
+        elif edit is not None and chain_head(node) in ctx.value_aliases:
+            edit = None
+            message += (f" (through `{chain_head(node)}`, a name the code binds to "
+                        f"`{ctx.aliases[chain_head(node)]}`: not fixed automatically)")
         fixable = edit is not None and id(target) not in ctx.edits
         finding = Finding(
             rule_id=rule.id, path=ctx.path, line=line, col=first - source.starts[line - 1] + 1,

@@ -73,7 +73,7 @@ class DevicePlacementVisitor(ReferenceFamily):
             yield from self.device_strings(node.body)
             yield from self.device_strings(node.orelse)
             return
-        value = self.ctx.string_value(node)
+        value = self.ctx.folded_value(node)  # "cuda", f"cuda", "cu" + "da", "cuda:%d" % 0
         if value is not None:
             m = CUDA_DEVICE.match(value)
             if m:

@@ -29,7 +29,8 @@ from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
 from .findings import Finding
 from .net import NET_WORDS, Spot, net_tokens
-from .nodes import SourceText, iter_blocks
+from .aliases import value_aliases
+from .nodes import SourceText, iter_blocks, iter_statements
 from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
 from .traverse import Traversal
@@ -68,13 +69,6 @@ def has_trigger(text: str) -> bool:
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
 FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
-
-
-def iter_statements(body: list[ast.stmt]):
-    for stmt in body:
-        yield stmt
-        for block in iter_blocks(stmt):
-            yield from iter_statements(block)
 
 
 def collect_imports(tree: ast.Module) -> dict[str, str]:
@@ -195,6 +189,8 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     body = text.removeprefix("\ufeff")
     lines = split_lines(body)
     aliases = collect_imports(tree)
+    by_value = value_aliases(tree, aliases)  # precision_scope = autocast if ... else nullcontext
+    aliases.update(by_value)
     skip = prelude_lines(tree, lines)
     flow = device_flow(tree, aliases, lines)
     found = set(candidate_lines(lines, aliases))
@@ -205,6 +201,7 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
         return Analysis(text, None, [], len(lines), tree)
     ctx = Context(path, SourceText(body, lines), tree, aliases, device_name or choose_device_name(tree, skip, body),
                   flow, skip)
+    ctx.value_aliases = frozenset(by_value)
     families = [family(ctx) for family in FAMILIES]
     Traversal(ctx, families, candidates if reduce else None).run(tree)
     _safety_net(ctx, candidates if reduce else list(range(1, len(lines) + 1)))

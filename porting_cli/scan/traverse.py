@@ -138,7 +138,7 @@ class Traversal:
             return
         if type(node) is ast.Name:
             qn = ctx.aliases.get(node.id, node.id)
-            if qn == node.id:  # only imported names can mean a torch API
+            if qn == node.id or type(node.ctx) is not ast.Load:  # only a read of an alias uses the API
                 return
         else:
             qn = ctx.qualname(node)

@@ -215,3 +215,41 @@ def test_an_installed_known_library_names_the_evidence_that_decided(installed):
     installed("xformers", requires=["torch", "triton>=2.1"])
     (f,) = scan_source("import xformers\n", "known.py").findings
     assert f.rule_id == "NC703" and "installed: requires triton>=2.1" in f.message
+
+
+# -- aliases and values the code binds --------------------------------------------------------
+ALIASES = [
+    # (source, line, rule)
+    ("from torch import autocast\nfrom contextlib import nullcontext\n"
+     "scope = autocast if fast else nullcontext\nwith scope(\"cuda\"):\n    pass\n", 4, "NC102"),
+    ("import torch as th\nd = th.device(f\"cuda\")\n", 2, "NC102"),
+    ("import torch\nd = torch.device(\"cuda:%d\" % 1)\n", 2, "NC102"),
+    ("import functools\nimport torch\nctx = functools.partial(torch.autocast, dtype=torch.bfloat16)\n"
+     "with ctx(\"cuda\"):\n    pass\n", 4, "NC102"),
+    ("import torch\ndef get_scaler():\n    return torch.cuda.amp.GradScaler\ncls = get_scaler()\nscaler = cls()\n",
+     5, "NC302"),
+    ("import torch\ndef step(sync=torch.cuda.synchronize):\n    sync()\n", 3, "NC205"),
+    ("import torch as th\nth.cuda.empty_cache()\n", 2, "NC206"),
+]
+
+
+@pytest.mark.parametrize("source, line, rule", ALIASES)
+def test_apis_reached_through_names_the_code_binds_are_found(source, line, rule):
+    assert rule in rules_by_line(source).get(line, [])
+    fixed = fix_source(source)
+    assert syntax_problem(fixed.new_text) is None
+    assert not [f for f in scan_source(fixed.new_text).findings if f.fixable]
+
+
+def test_a_call_through_a_bound_name_is_not_rewritten():
+    """`sync()` may be given another function: only the default is CUDA's, so the call stays."""
+    source = "import torch\ndef step(sync=torch.cuda.synchronize):\n    sync()\n"
+    result = fix_source(source)
+    assert "    sync()\n" in result.new_text
+    (through,) = [f for f in result.remaining if f.line == 3]
+    assert "a name the code binds" in through.message
+
+
+def test_the_target_of_an_assignment_is_no_use_of_the_api():
+    source = "import torch\ndef get():\n    return torch.cuda.amp.GradScaler\nscaler_cls = get()\n"
+    assert 4 not in rules_by_line(source)
