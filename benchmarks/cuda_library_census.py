@@ -33,7 +33,10 @@ NAME_SIGNAL = re.compile(r"cuda|cudnn|nccl|nvidia|cupy|triton|flash[-_]?attn|fla
                          r"cutlass|xformers|bitsandbytes|tensorrt|apex|mamba|causal-conv1d|liger|gptq|awq|"
                          r"exllama|marlin|deepspeed|vllm|transformer-engine|nvtx|pynvml|rmm|cudf|numba", re.I)
 SUMMARY_SIGNAL = re.compile(r"\bcuda\b|cudnn|\bnccl\b|nvidia gpu|triton kernels?|cuda kernels?|gpu kernels?|"
-                            r"flash attention|cutlass|k-bit|8-bit optimi|quantization kernels?", re.I)
+                            r"flash attention|cutlass|k-bit|8-bit optimi|quantization kernels?|"
+                            # packages that ship kernels without saying CUDA: read each one's docs
+                            r"quantiz|faster training|rasteriz|\bnerf\b|scatter operations|"
+                            r"sparse convolution|runtime accelerator", re.I)
 
 
 def census(path: Path):

@@ -40,7 +40,7 @@ def _off(node: ast.AST) -> bool:
 
 class HuggingFaceVisitor(ReferenceFamily):
     family = "huggingface"
-    triggers = (r"device_map", r"load_in_[48]bit", r"BitsAndBytes", r"flash_attention_[23]",
+    triggers = (r"device_map", r"load_in_[48]bit", r"BitsAndBytes", r"flash_attention_[23]", r"optim",
                 r"TrainingArguments", r"Config\(", r"half_precision_backend", r"tf32")
 
     # -- where options are given ---------------------------------------------------
@@ -61,6 +61,14 @@ class HuggingFaceVisitor(ReferenceFamily):
             name = self.ctx.string_value(key) if key is not None else None
             if name is not None:
                 self.option(name, value, key, False)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        """`optim: str = field(default="paged_adamw_32bit")` in a TrainingArguments subclass."""
+        if isinstance(node.target, ast.Name) and node.target.id == "optim" and node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Call):
+                value = next((kw.value for kw in value.keywords if kw.arg == "default"), value)
+            self._training("optim", value, value)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -93,6 +101,8 @@ class HuggingFaceVisitor(ReferenceFamily):
                 if text is not None and FLASH_ATTENTION.match(text) and id(text_node) not in self.ctx.handled:
                     self.report(text_node, "NC903", edit=lambda view, t=text_node: _same_quotes(view, t, "sdpa"))
         elif training:
+            self._training(name, value, at)
+        elif name == "optim":  # a TrainingArguments subclass's field, an options dict
             self._training(name, value, at)
 
     def _training(self, name: str, value: ast.AST, at: ast.AST) -> None:
