@@ -21,6 +21,9 @@ GUARD_CALL = re.compile(r"(?:^|\.)(?:_?is_\w+_available|_?is_package_available|f
 #: flag names that say a package is there (besides the ones the file sets from a guard)
 GUARD_FLAG = re.compile(r"^_?(?:HAS_\w+|has_\w+|\w+_AVAILABLE|\w+_available|_?is_\w+_available|\w+_INSTALLED)$")
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+#: decorators that run a test or function only where a package is there (`@require_bnb`)
+GUARD_DECORATOR = re.compile(r"(?:^|\.)(?:requires?_(\w+)|skip_?unless\w*|skipif|skip_if\w*|importorskip)$", re.I)
+_GUARD_WORD = re.compile(r"(?:^|\.)_?is_(\w+?)_available$|(?:^|\.)requires?_(\w+)$")
 
 
 class Guards:
@@ -30,17 +33,26 @@ class Guards:
         self.aliases = aliases
         self.flags: set[str] = set()
         self.ranges: list[tuple[int, int]] = []
+        self.words: set[str] = set()  # the packages the file checks for (`bnb` of is_bnb_available)
         self._flags(tree)
         self._blocks(tree.body)
 
-    def covers(self, line: int) -> bool:
-        return any(first <= line <= last for first, last in self.ranges)
+    def covers(self, line: int, library: str = "", nested: bool = False) -> bool:
+        """``line`` runs only where a package is available: it is in a guarded block, or (for
+        an import inside a function, ``nested``) the file checks ``library``'s availability
+        somewhere: accelerate's bnb helpers import bitsandbytes in functions that only
+        guarded callers reach."""
+        if any(first <= line <= last for first, last in self.ranges):
+            return True
+        return nested and any(_names_library(word, library) for word in self.words)
 
     # -- what a guard looks like -------------------------------------------------
     def is_guard(self, test: ast.AST) -> bool:
         if isinstance(test, ast.Call):
             name = qualname(test.func, self.aliases)
             return name is not None and GUARD_CALL.search(name) is not None
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self.is_guard(test.operand)
         if isinstance(test, (ast.Name, ast.Attribute)):
             name = test.id if isinstance(test, ast.Name) else test.attr
             return name in self.flags or (name != "is_available" and GUARD_FLAG.match(name) is not None)
@@ -56,6 +68,15 @@ class Guards:
     # -- flags the file sets ------------------------------------------------------
     def _flags(self, tree: ast.Module) -> None:
         for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                self._word(node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                for decorator in node.decorator_list:
+                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    name = qualname(target, self.aliases) or ""
+                    if GUARD_DECORATOR.search(name):
+                        self.ranges.append((node.lineno, node.end_lineno or node.lineno))
+                        self._word_of(name)
             if isinstance(node, ast.Assign) and self.is_guard(node.value):
                 self.flags.update(_names(node.targets))
             elif isinstance(node, ast.Try) and any(_catches_import_error(h, self.aliases) for h in node.handlers):
@@ -67,6 +88,20 @@ class Guards:
                         for stmt in handler.body:
                             if isinstance(stmt, ast.Assign):
                                 self.flags.update(_names(stmt.targets))
+
+    def _word(self, call: ast.Call) -> None:
+        name = qualname(call.func, self.aliases) or ""
+        if name.endswith(("find_spec", "importorskip", "find_loader")) and call.args:
+            value = call.args[0]
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                self.words.add(value.value.split(".")[0])
+        else:
+            self._word_of(name)
+
+    def _word_of(self, name: str) -> None:
+        m = _GUARD_WORD.search(name)
+        if m:
+            self.words.add((m.group(1) or m.group(2)).lower())
 
     # -- guarded blocks -----------------------------------------------------------
     def _blocks(self, body: list[ast.stmt]) -> None:
@@ -83,6 +118,18 @@ class Guards:
                     self._blocks(block)
             for handler in getattr(stmt, "handlers", ()):
                 self._blocks(handler.body)
+
+
+def _names_library(word: str, library: str) -> bool:
+    """The guard's word names the library: `bitsandbytes` or its initials-like short form
+    `bnb` (the word's letters in order in the name, starting alike), `flash_attn_2`."""
+    word, library = word.lower(), library.split(".")[0].lower()
+    if not word or not library or word[0] != library[0]:
+        return False
+    if word.startswith(library) or library.startswith(word):
+        return True
+    letters = iter(library)
+    return len(word) >= 2 and all(ch in letters for ch in word if ch != "_")
 
 
 def _names(targets: list[ast.expr]) -> set[str]:

@@ -20,6 +20,7 @@ import re
 
 from .base import ReferenceFamily
 from .dataflow import INDEX, is_env_lookup
+from .guards import Guards
 from .device import CUDA_DEVICE
 from .nodes import int_value, is_name
 
@@ -40,6 +41,7 @@ def _off(node: ast.AST) -> bool:
 
 class HuggingFaceVisitor(ReferenceFamily):
     family = "huggingface"
+    _guards: Guards | None = None
     triggers = (r"device_map", r"load_in_[48]bit", r"BitsAndBytes", r"flash_attention_[23]", r"optim",
                 r"TrainingArguments", r"Config\(", r"half_precision_backend", r"tf32")
 
@@ -83,18 +85,28 @@ class HuggingFaceVisitor(ReferenceFamily):
         if (node.module or "").split(".")[0] == "transformers":
             for alias in node.names:
                 if alias.name == "BitsAndBytesConfig":
-                    self.report(alias, "NC902", detail="`BitsAndBytesConfig`")
+                    self._bnb(alias, detail="`BitsAndBytesConfig`")
 
     def on_reference(self, node, qn: str) -> None:
         if BNB_CONFIG.search(qn) and (qn.startswith("transformers") or "." not in qn):
-            self.report(node, "NC902", detail=f"`{qn.rpartition('.')[2]}`")
+            self._bnb(node, detail=f"`{qn.rpartition('.')[2]}`")
+
+    def _bnb(self, node: ast.AST, detail: str) -> None:
+        """NC902, or NC705 where the code runs only when bitsandbytes is available."""
+        if self._guards is None:
+            self._guards = Guards(self.ctx.tree, self.ctx.aliases)
+        line = getattr(node, "lineno", 1)
+        if self._guards.covers(line, "bitsandbytes", nested=True):
+            self.report(node, "NC705", detail=f"`bitsandbytes` through {detail}")
+        else:
+            self.report(node, "NC902", detail=detail)
 
     # -- what each option means ----------------------------------------------------------
     def option(self, name: str, value: ast.AST, at: ast.AST, training: bool) -> None:
         if name == "device_map":
             self._device_map(value, at)
         elif name in QUANTIZE and not _off(value):
-            self.report(at, "NC902", detail=f"`{name}`")
+            self._bnb(at, detail=f"`{name}`")
         elif name == "attn_implementation":
             for text_node in _branches(value):
                 text = self.ctx.string_value(text_node)

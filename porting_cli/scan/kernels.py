@@ -40,13 +40,16 @@ class KernelsVisitor(ReferenceFamily):
         self._guards: Guards | None = None
         self._triton_sites: TritonSites | None = None
 
-    def optional(self, node: ast.AST) -> bool:
+    def optional(self, node: ast.AST, library: str = "") -> bool:
         """The import is behind a try/except ImportError or an availability guard."""
         if self.optional_depth:
             return True
         if self._guards is None:
             self._guards = Guards(self.ctx.tree, self.ctx.aliases)
-        return self._guards.covers(node.lineno)
+            self._function_lines = [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(self.ctx.tree)
+                                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        nested = any(first < node.lineno <= last for first, last in self._function_lines)
+        return self._guards.covers(node.lineno, library, nested)
 
     # -- imports -------------------------------------------------------------
     def _import(self, node: ast.AST, name: str) -> bool:
@@ -55,7 +58,7 @@ class KernelsVisitor(ReferenceFamily):
             self._unknown(node, name)
             return False
         part = next((p for p in APEX_PARTS if name == p or name.startswith(p + ".")), None)
-        if self.optional(node):
+        if self.optional(node, lib.name):
             self.report(node, "NC705", detail=f"`{lib.name}`")
         elif part is not None:
             self.report(node, APEX_PARTS[part], detail=f"`{name}`")
@@ -146,7 +149,7 @@ class KernelsVisitor(ReferenceFamily):
             if not self._triton().in_kernel(node.lineno) and self.call_of(node) is not None:
                 self.report(node, "NC702", detail=f"`{qn}`")
             return
-        rule = "NC705" if self.optional(node) else KIND_RULE[lib.kind]
+        rule = "NC705" if self.optional(node, lib.name) else KIND_RULE[lib.kind]
         self.report(node, rule, detail=f"`{lib.name}`: use of `{qn}`")
 
     def on_reference(self, node, qn: str) -> None:

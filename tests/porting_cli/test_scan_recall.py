@@ -132,6 +132,11 @@ GUARDED = [
     "def load():\n    if not is_bnb_available():\n        raise ImportError('bitsandbytes')\n"
     "    import bitsandbytes\n",
     "_flash = is_flash_attn_2_available()\nif _flash:\n    from flash_attn import flash_attn_func\n",
+    # a helper the guarded entry point calls: the file checks the package, the import is in a function
+    "def load(m):\n    if not is_bnb_available():\n        raise ImportError('bitsandbytes')\n    return _swap(m)\n"
+    "def _swap(m):\n    import bitsandbytes as bnb\n    return bnb.nn.Linear8bitLt(1, 2)\n",
+    "@require_bnb\ndef test_int8():\n    import bitsandbytes\n",
+    "import pytest\nbnb = pytest.importorskip('bitsandbytes')\ndef f():\n    import bitsandbytes\n",
 ]
 
 
@@ -253,3 +258,9 @@ def test_a_call_through_a_bound_name_is_not_rewritten():
 def test_the_target_of_an_assignment_is_no_use_of_the_api():
     source = "import torch\ndef get():\n    return torch.cuda.amp.GradScaler\nscaler_cls = get()\n"
     assert 4 not in rules_by_line(source)
+
+
+def test_bitsandbytes_through_hugging_face_behind_a_guard_is_optional():
+    source = ("def load(p):\n    if is_bitsandbytes_available():\n"
+              "        return AutoModel.from_pretrained(p, load_in_8bit=True)\n")
+    assert [f.rule_id for f in scan_source(source).findings] == ["NC705"]
