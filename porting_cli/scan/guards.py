@@ -44,7 +44,8 @@ class Guards:
         guarded callers reach."""
         if any(first <= line <= last for first, last in self.ranges):
             return True
-        return nested and any(_names_library(word, library) for word in self.words)
+        return nested and any(_names_library(part, library) for word in self.words
+                              for part in (word, *word.split("_")))  # is_4bit_bnb_available: bnb
 
     # -- what a guard looks like -------------------------------------------------
     def is_guard(self, test: ast.AST) -> bool:

@@ -133,7 +133,7 @@ GUARDED = [
     "    import bitsandbytes\n",
     "_flash = is_flash_attn_2_available()\nif _flash:\n    from flash_attn import flash_attn_func\n",
     # a helper the guarded entry point calls: the file checks the package, the import is in a function
-    "def load(m):\n    if not is_bnb_available():\n        raise ImportError('bitsandbytes')\n    return _swap(m)\n"
+    "def load(m):\n    if not is_4bit_bnb_available():\n        raise ImportError('bitsandbytes')\n    return _swap(m)\n"
     "def _swap(m):\n    import bitsandbytes as bnb\n    return bnb.nn.Linear8bitLt(1, 2)\n",
     "@require_bnb\ndef test_int8():\n    import bitsandbytes\n",
     "import pytest\nbnb = pytest.importorskip('bitsandbytes')\ndef f():\n    import bitsandbytes\n",
