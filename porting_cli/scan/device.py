@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .base import ReferenceFamily
+from .base import ReferenceFamily, guarded
 from .dataflow import INDEX
 from .calls import rebuilt_call
 from .nodes import call_arguments, int_value, keyword, positional
@@ -133,6 +133,11 @@ class DevicePlacementVisitor(ReferenceFamily):
 
     def _flowed_index(self, node: ast.AST) -> None:
         if int_value(node) is None and INDEX in self.ctx.kinds_of(node) and id(node) not in self.ctx.handled:
+            if isinstance(node, ast.Call) and self.ctx.qualname(node.func) == "torch.cuda.current_device":
+                # one edit per node: this one also does NC203's (the index of the accelerator)
+                index = guarded("torch.accelerator.current_device_index()", "0")
+                self.report(node, "NC106", edit=lambda _: self.ctx.indexed_device(index))
+                return
             self.report(node, "NC106", edit=lambda view: self.ctx.indexed_device(view.text(node)))
 
     def _integer(self, node: ast.AST) -> None:

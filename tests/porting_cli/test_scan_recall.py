@@ -264,3 +264,12 @@ def test_bitsandbytes_through_hugging_face_behind_a_guard_is_optional():
     source = ("def load(p):\n    if is_bitsandbytes_available():\n"
               "        return AutoModel.from_pretrained(p, load_in_8bit=True)\n")
     assert [f.rule_id for f in scan_source(source).findings] == ["NC705"]
+
+
+def test_a_device_index_from_the_cuda_api_is_fixed_in_one_pass():
+    """`device=torch.cuda.current_device()` carries two findings on one node (an index used as
+    a device, a torch.cuda call); one edit must do both, or a second --fix finds more to fix."""
+    source = "import torch\nx = torch.zeros(2, device=torch.cuda.current_device())\n"
+    fixed = fix_source(source).new_text
+    assert "torch.cuda" not in fixed
+    assert not [f for f in scan_source(fixed).findings if f.fixable]
