@@ -119,7 +119,7 @@ def test_sarif_has_findings_and_unsupported_ops_at_their_lines():
     check_sarif(log)
     by_rule = {r["ruleId"]: r for r in log["runs"][0]["results"]}
     finding = by_rule["NC101"]["locations"][0]["physicalLocation"]
-    assert (finding["artifactLocation"]["uri"], finding["region"]["startLine"], finding["region"]["startColumn"]) == ("s.py", 2, 5)
+    assert (finding["artifactLocation"]["uri"], finding["region"]["startLine"], finding["region"]["startColumn"]) == ("s.py", 2, 19)  # the region starts at the CUDA token (`.cuda`)
     op = by_rule["NCOP1"]
     assert op["level"] == "error" and op["message"]["text"].startswith("aten.native_layer_norm.default is UNSUPPORTED on sim")
     assert op["locations"][0]["physicalLocation"]["region"]["startLine"] == 7
