@@ -42,9 +42,16 @@ def known() -> dict[str, Library]:
             for entry in data["libraries"]}
 
 
+@functools.cache
+def known_tops() -> frozenset[str]:
+    return frozenset(name.split(".")[0] for name in known())
+
+
 def library_for(module: str) -> Library | None:
     """The entry for ``module`` or its longest known parent package (``numba.cuda.jit`` ->
     ``numba.cuda``, ``numba.njit`` -> ``numba``)."""
+    if module.partition(".")[0] not in known_tops():  # most names: one set lookup
+        return None
     table = known()
     parts = module.split(".")
     for n in range(len(parts), 0, -1):
