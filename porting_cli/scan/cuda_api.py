@@ -60,7 +60,7 @@ class CudaApiVisitor(ReferenceFamily):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "pin_memory" and not node.args and not node.keywords:
-            self.report(node, "NC214")
+            self.report(node, "NC214", start=self.attr_start(func))
         for arg in node.keywords:
             if arg.arg == "pin_memory" and not is_name(arg.value, "False"):
                 self.report(arg, "NC214")

@@ -55,7 +55,9 @@ class DevicePlacementVisitor(ReferenceFamily):
             yield from self.built_strings(node.orelse)
         elif isinstance(node, ast.JoinedStr) and self.ctx.strings.is_fstring(node):
             first = node.values[0] if node.values else None
-            if isinstance(first, ast.Constant) and str(first.value).startswith("cuda:") and len(node.values) > 1:
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            if isinstance(first, ast.Constant) and str(first.value).startswith("cuda:") and len(node.values) > 1 \
+                    and not any(c.isspace() for c in text.strip()):  # not f"cuda:{i} is out of memory"
                 yield node
         elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
             value = self.ctx.string_value(node.left)

@@ -156,10 +156,12 @@ class NetWalk:
                 self._named_at(node, node.value.strip())
             return
         if kind is ast.JoinedStr:
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            sentence = any(c.isspace() for c in text.strip())  # f"cuda:{i} is out of memory": text
             for value in node.values:
                 if type(value) is ast.FormattedValue:
                     self.node(value)
-                elif isinstance(value, ast.Constant) and token_string(value.value):
+                elif not sentence and isinstance(value, ast.Constant) and token_string(value.value):
                     self._named_at(node, value.value.strip())
             return
         if kind is ast.Attribute:

@@ -62,6 +62,7 @@ PROSE = [
     'doc = """torch.cuda.synchronize()"""\n',
     "# x = x.cuda()\n",
     "occupy = 1\nbarracuda = 2\n",
+    'msg = f"cuda:{rank} is out of memory"\n',
 ]
 
 
