@@ -118,8 +118,13 @@ def _analyse_all(work: list[tuple[str, str]], options: ScanOptions) -> list[Cach
     import porting_cli.scan.apply  # noqa: F401
 
     order = sorted(range(len(work)), key=lambda i: -len(work[i][0]))  # big files first: even finish
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        done = list(pool.map(_analyse_item, [work[i] for i in order], chunksize=1))
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            done = list(pool.map(_analyse_item, [work[i] for i in order], chunksize=1))
+    except BrokenProcessPool:  # a worker died (killed, out of memory): one file never sinks the project
+        done = [analyse(*work[i]) for i in order]
     results: list[CachedScan | ScanError] = [None] * len(work)  # type: ignore[list-item]
     for i, answer in zip(order, done):
         results[i] = answer
