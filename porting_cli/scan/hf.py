@@ -8,7 +8,7 @@ dict (`kwargs["load_in_4bit"] = True`), since scripts build their keyword argume
   `{"": int(os.environ.get("LOCAL_RANK") or 0)}` (an index the data flow traced) (NC901);
 * bitsandbytes quantization: `load_in_8bit` / `load_in_4bit`, `BitsAndBytesConfig` (NC902,
   blocks: its kernels are CUDA-only and have no PyTorch fallback);
-* `attn_implementation="flash_attention_2"` (NC903, fixed to `"sdpa"`);
+* `attn_implementation="flash_attention_2"` (NC903; `"sdpa"` on the backend);
 * CUDA-only `TrainingArguments` options: `fp16`, `tf32`, a bitsandbytes / apex / fused `optim`,
   `half_precision_backend` (NC904).
 """
@@ -111,7 +111,7 @@ class HuggingFaceVisitor(ReferenceFamily):
             for text_node in _branches(value):
                 text = self.ctx.string_value(text_node)
                 if text is not None and FLASH_ATTENTION.match(text) and id(text_node) not in self.ctx.handled:
-                    self.report(text_node, "NC903", edit=lambda view, t=text_node: _same_quotes(view, t, "sdpa"))
+                    self.report(text_node, "NC903")
         elif training:
             self._training(name, value, at)
         elif name == "optim":  # a TrainingArguments subclass's field, an options dict
@@ -183,9 +183,3 @@ def _branches(node: ast.AST):
     else:
         yield node
 
-
-def _same_quotes(view, node: ast.AST, text: str) -> str:
-    """``text`` as a string literal quoted like ``node``."""
-    written = view.text(node)
-    quote = "'" if written.lstrip("rRuU").startswith("'") else '"'
-    return f"{quote}{text}{quote}"

@@ -160,7 +160,7 @@ def installed_evidence(top: str) -> tuple[str, ...] | None:
 
     try:
         spec = importlib.util.find_spec(top)  # finds, never imports, a top-level package
-    except (ImportError, ValueError):
+    except Exception:  # noqa: BLE001 - a broken finder on sys.path: no evidence, never a failed scan
         return None
     origin = (spec.origin or "") if spec else ""
     locations = list(spec.submodule_search_locations or ()) if spec else []

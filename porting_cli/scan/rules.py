@@ -211,9 +211,10 @@ RULES: tuple[Rule, ...] = (
        "bitsandbytes quantization (`load_in_8bit`/`load_in_4bit`, `BitsAndBytesConfig`) runs CUDA "
        "kernels with no PyTorch fallback: the port needs another quantization the backend supports "
        "(e.g. torchao, or the backend's own int8/fp8 path)", blocks=True),
-    _R("NC903", "huggingface", "flash-attention-2", "warning", "none",
+    _R("NC903", "huggingface", "flash-attention-2", "warning", "low",
        "`attn_implementation=\"flash_attention_2\"` needs the CUDA-only flash_attn package; use "
-       "`\"sdpa\"` (PyTorch's scaled_dot_product_attention)", True),
+       "`\"sdpa\"` (PyTorch's scaled_dot_product_attention) on the backend (not fixed automatically: "
+       "on CUDA the fixed script must keep running the kernels it ran)"),
     _R("NC904", "huggingface", "cuda-training-option", "warning", "low",
        "a training option that assumes CUDA (`fp16` mixed precision with a CUDA grad scaler, `tf32`, "
        "a bitsandbytes/apex/fused `optim`, `half_precision_backend`); use `bf16` / the default "
