@@ -36,7 +36,7 @@ SUMMARY_SIGNAL = re.compile(r"\bcuda\b|cudnn|\bnccl\b|nvidia gpu|triton kernels?
                             r"flash attention|cutlass|k-bit|8-bit optimi|quantization kernels?|"
                             # packages that ship kernels without saying CUDA: read each one's docs
                             r"quantiz|faster training|rasteriz|\bnerf\b|scatter operations|"
-                            r"sparse convolution|runtime accelerator", re.I)
+                            r"sparse convolution|runtime accelerator|nvidia-smi|nvidia management|nvidia-gpu", re.I)
 
 
 def census(path: Path):

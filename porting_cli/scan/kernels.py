@@ -31,7 +31,7 @@ def _library(name: str) -> Library | None:
 
 class KernelsVisitor(ReferenceFamily):
     family = "kernels"
-    triggers = (r"cpp_extension", r"CUDAExtension", r"cuda_sources", r"triton", r"nvtx", r"cupy", r"\]\(",
+    triggers = (r"cpp_extension", r"CUDAExtension", r"cuda_sources", r"triton", r"nvtx", r"cupy", r"\]\(", r"nvidia", r"nvml",
                 *(re.escape(name) for name in known()), r"\bimport\b")
 
     def __init__(self, ctx):

@@ -24,7 +24,9 @@ import re
 from .nodes import SourceText
 
 #: the words that name CUDA, as parts of identifiers and token-like strings
-NET_WORDS = re.compile(r"cuda|nccl|cudnn|nvtx|cupy", re.IGNORECASE)
+NET_WORDS = re.compile(r"cuda|nccl|cudnn|nvtx|cupy|nvidia.?smi|nvml", re.IGNORECASE)
+#: NVIDIA's own tools: `subprocess.run(["nvidia-smi", ...])`, pynvml's `nvmlInit`
+NVIDIA_TOOLS = re.compile(r"nvidia[-_]?smi|(?:^|_|\b)nvml", re.IGNORECASE)
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 #: calls whose string arguments are messages for a person
 MESSAGE_CALLS = frozenset({"print", "warn", "info", "debug", "warning", "error", "critical", "exception",
@@ -43,6 +45,8 @@ def names_cuda(word: str) -> bool:
     `CUDAGraph`, `ProcessGroupNCCL`, `cuda:0`; not `occupy` or `barracuda`."""
     if not NET_WORDS.search(word):
         return False
+    if NVIDIA_TOOLS.search(word):
+        return True
     for part in re.split(r"[^A-Za-z0-9]+", word):
         for sub in _PARTS.findall(part) or [part]:
             low = sub.lower()

@@ -35,6 +35,7 @@ NET_CASES = [
     ("import nvtx\n", 1, "nvtx"),
     ("import torch.backends.cudnn as cudnn\n", 1, "cudnn"),
     ('name = f"cuda:{rank}" if ok else "cpu"\nprint(name)\n', 1, "cuda:"),
+    ('out = subprocess.check_output(["nvidia-smi", "-L"])\n', 1, "nvidia-smi"),
 ]
 
 
@@ -62,6 +63,7 @@ PROSE = [
     'doc = """torch.cuda.synchronize()"""\n',
     "# x = x.cuda()\n",
     "occupy = 1\nbarracuda = 2\n",
+    'print("run nvidia-smi to see the GPUs")\n',
     'msg = f"cuda:{rank} is out of memory"\n',
 ]
 
