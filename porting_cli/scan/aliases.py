@@ -55,6 +55,8 @@ def value_aliases(tree: ast.Module, aliases: dict[str, str]) -> dict[str, str]:
         kind = type(stmt)
         if kind is ast.Assign:
             assigned += [(t.id, stmt.value) for t in stmt.targets if type(t) is ast.Name]
+            assigned += [(f"{t.value.id}.{t.attr}", stmt.value) for t in stmt.targets
+                         if type(t) is ast.Attribute and type(t.value) is ast.Name]  # self.autocast = ...
         elif kind is ast.AnnAssign and type(stmt.target) is ast.Name and stmt.value is not None:
             assigned.append((stmt.target.id, stmt.value))
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
@@ -75,5 +77,7 @@ def value_aliases(tree: ast.Module, aliases: dict[str, str]) -> dict[str, str]:
         found = {a for a in apis if a is not None}
         if len(found) == 1 and name not in aliases:
             out[name] = found.pop()
+    if any("." in name for name in out):
+        out[""] = "."  # tells qualname to look attribute bindings up (most files have none)
     return out
 

@@ -165,11 +165,18 @@ def _indent(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
 
 
-def chain_head(node: ast.AST) -> str | None:
-    """The name a Name/Attribute chain starts with (``sync`` of ``sync.x``)."""
+def bound_name(node: ast.AST, names: frozenset[str]) -> str | None:
+    """The name of ``names`` a Name/Attribute chain starts with: ``sync`` of ``sync.x``,
+    ``self.autocast`` of ``self.autocast``."""
+    attrs = []
     while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
         node = node.value
-    return node.id if isinstance(node, ast.Name) else None
+    if not isinstance(node, ast.Name):
+        return None
+    if attrs and f"{node.id}.{attrs[-1]}" in names:
+        return f"{node.id}.{attrs[-1]}"
+    return node.id if node.id in names else None
 
 
 def binds(node: ast.AST) -> bool:
@@ -220,10 +227,10 @@ class FamilyVisitor:
         if edit is not None and binds(target):  # `self.is_cuda = ...`: a name being bound stays
             edit = None
             message += " (not fixed automatically: the code binds this name)"
-        elif edit is not None and chain_head(node) in ctx.value_aliases:
+        elif edit is not None and bound_name(node, ctx.value_aliases) is not None:
+            name = bound_name(node, ctx.value_aliases)
             edit = None
-            message += (f" (through `{chain_head(node)}`, a name the code binds to "
-                        f"`{ctx.aliases[chain_head(node)]}`: not fixed automatically)")
+            message += f" (through `{name}`, a name the code binds to `{ctx.aliases[name]}`: not fixed automatically)"
         fixable = edit is not None and id(target) not in ctx.edits
         finding = Finding(
             rule_id=rule.id, path=ctx.path, line=line, col=first - source.starts[line - 1] + 1,

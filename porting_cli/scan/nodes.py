@@ -255,6 +255,11 @@ def qualname(node: ast.AST, aliases: dict[str, str]) -> str | None:
         node = node.value
     if not isinstance(node, ast.Name):
         return None
+    if parts and "." in aliases.get("", ""):  # the file binds attributes too (self.autocast = ...)
+        bound = aliases.get(f"{node.id}.{parts[-1]}")
+        if bound is not None:
+            parts[-1] = bound
+            return ".".join(reversed(parts))
     parts.append(aliases.get(node.id, node.id))
     return ".".join(reversed(parts))
 

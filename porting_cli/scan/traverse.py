@@ -148,6 +148,9 @@ class Traversal:
                 ctx.inner.add(id(inner))
             if not qn:
                 return
+            if type(node.ctx) is not ast.Load and type(node.value) is ast.Name \
+                    and f"{node.value.id}.{node.attr}" in ctx.value_aliases:
+                return  # `self.autocast = torch.cuda.amp.autocast` binds the name, it does not use it
         for on_reference in self.referrers:
             on_reference(node, qn)
 

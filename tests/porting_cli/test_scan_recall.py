@@ -238,6 +238,8 @@ ALIASES = [
      5, "NC302"),
     ("import torch\ndef step(sync=torch.cuda.synchronize):\n    sync()\n", 3, "NC205"),
     ("import torch as th\nth.cuda.empty_cache()\n", 2, "NC206"),
+    ("import torch\nclass T:\n    def __init__(self):\n        self.autocast = torch.cuda.amp.autocast\n"
+     "    def step(self):\n        with self.autocast():\n            pass\n", 6, "NC301"),
 ]
 
 
@@ -276,3 +278,10 @@ def test_a_device_index_from_the_cuda_api_is_fixed_in_one_pass():
     fixed = fix_source(source).new_text
     assert "torch.cuda" not in fixed
     assert not [f for f in scan_source(fixed).findings if f.fixable]
+
+
+def test_an_attribute_bound_to_an_api_is_reported_where_used_not_where_bound():
+    source = ("import torch\nclass T:\n    def __init__(self):\n        self.sync = torch.cuda.synchronize\n"
+              "    def step(self):\n        self.sync()\n")
+    found = [(f.rule_id, f.line, f.col, f.fixable) for f in scan_source(source).findings]
+    assert found == [("NC205", 4, 21, False), ("NC205", 6, 9, False)]
