@@ -84,12 +84,15 @@ class HuggingFaceVisitor(ReferenceFamily):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if (node.module or "").split(".")[0] == "transformers":
             for alias in node.names:
-                if alias.name == "BitsAndBytesConfig":
-                    self._bnb(alias, detail="`BitsAndBytesConfig`")
+                if alias.name == "BitsAndBytesConfig":  # an import quantizes nothing by itself
+                    self.report(alias, "NC905")
 
     def on_reference(self, node, qn: str) -> None:
         if BNB_CONFIG.search(qn) and (qn.startswith("transformers") or "." not in qn):
-            self._bnb(node, detail=f"`{qn.rpartition('.')[2]}`")
+            if self.call_of(node) is None:
+                self.report(node, "NC905")
+            else:
+                self._bnb(node, detail=f"`{qn.rpartition('.')[2]}`")
 
     def _bnb(self, node: ast.AST, detail: str) -> None:
         """NC902, or NC705 where the code runs only when bitsandbytes is available."""

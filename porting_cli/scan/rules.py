@@ -211,6 +211,9 @@ RULES: tuple[Rule, ...] = (
        "bitsandbytes quantization (`load_in_8bit`/`load_in_4bit`, `BitsAndBytesConfig`) runs CUDA "
        "kernels with no PyTorch fallback: the port needs another quantization the backend supports "
        "(e.g. torchao, or the backend's own int8/fp8 path)", blocks=True),
+    _R("NC905", "huggingface", "bitsandbytes-config-name", "warning", "low",
+       "`BitsAndBytesConfig` named without building one (an import, an isinstance test): the "
+       "bitsandbytes quantization it configures is CUDA-only; the code that builds one is the blocker"),
     _R("NC903", "huggingface", "flash-attention-2", "warning", "low",
        "`attn_implementation=\"flash_attention_2\"` needs the CUDA-only flash_attn package; use "
        "`\"sdpa\"` (PyTorch's scaled_dot_product_attention) on the backend (not fixed automatically: "

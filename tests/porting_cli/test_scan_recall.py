@@ -285,3 +285,12 @@ def test_an_attribute_bound_to_an_api_is_reported_where_used_not_where_bound():
               "    def step(self):\n        self.sync()\n")
     found = [(f.rule_id, f.line, f.col, f.fixable) for f in scan_source(source).findings]
     assert found == [("NC205", 4, 21, False), ("NC205", 6, 9, False)]
+
+
+def test_naming_bitsandbytes_config_does_not_block_building_one_does():
+    from porting_cli.scan import RULES_BY_ID
+
+    imported = scan_source("from transformers import (\n    AutoModel,\n    BitsAndBytesConfig,\n)\n").findings
+    assert [(f.rule_id, f.line) for f in imported] == [("NC905", 3)] and not RULES_BY_ID["NC905"].blocks
+    built = scan_source("from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)\n")
+    assert [f.rule_id for f in built.findings] == ["NC905", "NC902", "NC902"] and RULES_BY_ID["NC902"].blocks
