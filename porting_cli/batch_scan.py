@@ -57,13 +57,16 @@ def _fix_result(path: str, text: str, cached: CachedScan):
 def analyse(text: str, path: str) -> CachedScan | ScanError:
     """Scan and fix one text (the slow path: parse and rules); errors come back as values."""
     from porting_cli.fix import fix_source
-    from porting_cli.scan.engine import analyze_cached
+    from porting_cli.scan.checked import analyze_checked
 
     try:
-        analysis = analyze_cached(text, path)
+        analysis = analyze_checked(text, path)
         fixed = fix_source(text, path)
     except ScanError as exc:
         return exc
+    except Exception as exc:  # noqa: BLE001 - one file never sinks a project: it becomes an error row
+        return ScanError(f"{path}: the scanner failed on this file ({type(exc).__name__}: {exc}); "
+                         "please report it with the file")
     return CachedScan(analysis.lines, tuple(analysis.findings), fixed.new_text if fixed.changed else None)
 
 
@@ -129,11 +132,16 @@ def _analyse_all(work: list[tuple[str, str]], options: ScanOptions,
     import porting_cli.scan.apply  # noqa: F401
 
     order = sorted(range(len(work)), key=lambda i: -len(work[i][0]))  # big files first: even finish
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        answers = []
-        for answer in pool.map(_analyse_item, [work[i] for i in order], chunksize=1):
-            answers.append(answer)
-            done()
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            answers = []
+            for answer in pool.map(_analyse_item, [work[i] for i in order], chunksize=1):
+                answers.append(answer)
+                done()
+    except BrokenProcessPool:  # a worker died (killed, out of memory): one file never sinks the project
+        answers = [analyse(*work[i]) for i in order]
     results: list[CachedScan | ScanError] = [None] * len(work)  # type: ignore[list-item]
     for i, answer in zip(order, answers):
         results[i] = answer

@@ -1,7 +1,7 @@
 """The porting report: verdict, effort, findings, op table, remapped calls, patch, runtime.
 
 Inputs are the static scan (porting_cli.scan), the patch (porting_cli.fix) and, unless
-`--static-only`, the runtime trace (porting_cli.trace) with optional predictions (--against).
+`--static-only`, the runtime trace (porting_cli.runtime.trace) with optional predictions (--against).
 The report is a plain dict (`PortReport.to_dict()`), which every renderer in
 reports/render/porting.py and reports/render/sarif.py reads. Imports nothing heavy.
 
@@ -11,7 +11,7 @@ that cause it (`blocked_by`). An op that hangs until --max-seconds is a TIMEOUT 
 blocks like an UNSUPPORTED one.
 
 Call sites that ran only because the trace remapped them are findings too (NCRT1,
-porting_cli/remap_findings.py). A script that calls `sys.exit(n)` has finished (its code is
+porting_cli/runtime/remap_findings.py). A script that calls `sys.exit(n)` has finished (its code is
 noted). A run stopped by --max-steps or --max-seconds is judged on what was seen; a time stop
 says the report is partial.
 """
@@ -133,7 +133,7 @@ def build_report(script: str, scan: Any, patch: str, trace: Any = None, *, predi
                  base_dir: str | None = None) -> PortReport:
     """`files`/`warnings`: project mode's per-file summary and skipped files; `base_dir`: the
     folder that finding paths and runtime sites are relative to (default: the working one)."""
-    from porting_cli.remap_findings import REMAP_RULE, remap_findings
+    from porting_cli.runtime.remap_findings import REMAP_RULE, remap_findings
 
     findings = [finding_dict(f) for f in sorted(scan.findings, key=lambda f: (f.path, *f.sort_key()))]
     ops = op_table(trace, prediction, reach) if trace is not None else []

@@ -171,7 +171,9 @@ def scan_project(project: Project, jobs: int = 0) -> ProjectScan:
                              on_file=bar.step)
     for rel, scanned in zip(project.files, answers):
         if isinstance(scanned, ScanError):
-            warnings.append(f"skipped {rel}: {str(scanned).replace(project.path(rel), rel)}")
+            why = str(scanned).replace(project.path(rel), rel)
+            warnings.append(f"skipped {rel}: {why}")
+            files.append({"path": rel, "lines": 0, "findings": 0, "needs_change": 0, "fixable": 0, "error": why})
             continue
         findings += scanned.result.findings
         lines += scanned.result.lines

@@ -41,6 +41,27 @@ def test_packages_import_one_way(graph, graph_tools):
         assert targets <= ALLOWED[package], f"{package} imports {sorted(targets - ALLOWED[package])}"
 
 
+# The two halves of the porting check (DESIGN.md): the static half never loads the runtime
+# (a scan must not need torch), and the runtime knows nothing of the rules. port_report and
+# the commands join them.
+STATIC_HALF = ("porting_cli.scan", "porting_cli.fix", "porting_cli.batch_scan", "porting_cli.project",
+               "porting_cli.gitignore", "porting_cli.effort")
+
+
+def test_the_static_half_never_imports_the_runtime(graph):
+    for module, targets in graph.items():
+        if module.startswith(STATIC_HALF):
+            assert not {t for t in targets if t.startswith("porting_cli.runtime")}, module
+        if module.startswith("porting_cli.runtime"):
+            assert not {t for t in targets if t.startswith(("porting_cli.scan", "porting_cli.fix"))}, module
+
+
+def test_the_runtime_half_has_its_own_package(graph):
+    runtime = {m for m in graph if m.startswith("porting_cli.runtime.")}
+    assert {"porting_cli.runtime.trace", "porting_cli.runtime.remap", "porting_cli.runtime.frames"} <= runtime
+    assert not {m for m in graph if m.count(".") == 1 and m.split(".")[1].startswith(("trace", "remap"))}
+
+
 # Cycles known and owned elsewhere, each to be broken by its owner; an entry that no longer
 # holds fails the test too, so the list only shrinks.
 KNOWN_CYCLES: list[set[str]] = []

@@ -166,8 +166,8 @@ def _runtime(script: str, args: list[str], device: str | None, sim_profile: str 
     from conformance.engine.progress import Progress
     from op_db.text import plural
     from porting_cli.options import apply_sim_profile
-    from porting_cli.prediction import Prediction
-    from porting_cli.trace import run_trace
+    from porting_cli.runtime.prediction import Prediction
+    from porting_cli.runtime.trace import run_trace
 
     if sim_profile and device not in (None, "sim") and not str(device).startswith("sim:"):
         raise click.UsageError("--sim-profile applies only to --device sim.")

@@ -22,9 +22,9 @@ __all__ = ["EffortSummary", "Finding", "RULES", "RULES_BY_ID", "Rule", "ScanErro
 
 def scan_source(text: str, path: str = "<string>") -> ScanResult:
     """Scan Python source text; raises ScanError on a syntax error."""
-    from .engine import analyze_cached
+    from .checked import analyze_checked
 
-    analysis = analyze_cached(text, path)
+    analysis = analyze_checked(text, path)
     return ScanResult(path=path, findings=analysis.findings, lines=analysis.lines)
 
 

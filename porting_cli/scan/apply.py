@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from .base import Context, Edit
 from .engine import Analysis
-from .nodes import SourceText
+from .nodes import STRING_START, SourceText, literal_end
 
 
 class _Splice:
@@ -67,12 +67,14 @@ class View:
 
 
 class _Rewriter:
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: Context, leave_out: frozenset[int] = frozenset()):
+        """``leave_out``: ids of edited nodes whose edit is not made."""
         self.ctx = ctx
-        self.splices = sorted((_Splice(self.key(node), node, edit) for node, edit in ctx.edits.values()),
-                              key=lambda s: s.key)
+        self.splices = sorted((_Splice(self.key(node), node, edit) for key, (node, edit) in ctx.edits.items()
+                               if key not in leave_out), key=lambda s: s.key)
         self.keys = [s.key for s in self.splices]
         self.done: dict[int, str] = {}
+        self._fstring_quotes: list[tuple[int, int, str]] | None = None
 
     def key(self, node: ast.AST) -> tuple[int, int, int]:
         start, end = self.ctx.source.outer_span(node)
@@ -82,8 +84,25 @@ class _Rewriter:
         found = self.done.get(index)
         if found is None:
             splice = self.splices[index]
-            found = self.done[index] = splice.edit(View(self, splice))
+            found = splice.edit(View(self, splice))
+            avoid = self.quotes_around(splice.start, splice.end)
+            if avoid:
+                found = requoted(found, avoid)
+            self.done[index] = found
         return found
+
+    def quotes_around(self, start: int, end: int) -> set[str]:
+        """The quote characters of the single-quoted f-strings around offsets start..end: code
+        put there must not use them before Python 3.12."""
+        if self._fstring_quotes is None:
+            source = self.ctx.source
+            self._fstring_quotes = []
+            for node in self.ctx.fstrings:
+                f_start, f_end = source.span(node)
+                head = source.text[f_start:f_start + 6].lstrip("rRbBuUfF")
+                if head[:1] in ("'", '"') and not head.startswith(head[0] * 3):
+                    self._fstring_quotes.append((f_start, f_end, head[0]))
+        return {q for f_start, f_end, q in self._fstring_quotes if f_start < start and end <= f_end}
 
     def render(self, start: int, end: int, exclude: _Splice | None = None) -> str:
         """The text from ``start`` to ``end`` with the edits inside it made (but ``exclude``,
@@ -104,6 +123,34 @@ class _Rewriter:
         return "".join(out)
 
 
+def requoted(code: str, avoid: set[str]) -> str:
+    """``code`` with its string literals quoted with a quote not in ``avoid`` (code that goes
+    inside an f-string: ``f"{device_memory('memory_reserved', 0)}"``); a literal that cannot be
+    requoted stays, and the syntax check drops the fix."""
+    other = next((q for q in ("'", '"') if q not in avoid), None)
+    if other is None:
+        return code
+    out, i = [], 0
+    while i < len(code):
+        m = STRING_START.match(code, i)
+        if m is None or (i and (code[i - 1].isalnum() or code[i - 1] == "_")):
+            out.append(code[i])
+            i += 1
+            continue
+        end = literal_end(code, i)
+        if end < 0:
+            return code
+        token = code[i:end]
+        quote = m.group(1)
+        prefix = token[:m.end() - i - len(quote)]
+        body = token[len(prefix) + len(quote):len(token) - len(quote)]
+        if quote in avoid and len(quote) == 1 and other not in body and "\\" not in body:
+            token = prefix + other + body + other
+        out.append(token)
+        i = end
+    return "".join(out)
+
+
 class FixedText(NamedTuple):
     """The fixed text (without the prelude and the byte-order mark) in two parts, before and
     after the offset it was cut at, and what the fix needs besides."""
@@ -111,7 +158,6 @@ class FixedText(NamedTuple):
     head: str
     tail: str
     prelude: set[str]         # the prelude parts the edits use
-    changed: tuple[str, ...]  # the top-level statements with an edit, fixed: all a syntax check needs
 
 
 def _top_level_spans(ctx: Context) -> list[tuple[int, int]]:
@@ -132,15 +178,10 @@ def _top_level_spans(ctx: Context) -> list[tuple[int, int]]:
 def apply_edits(analysis: Analysis, cut: int = 0) -> FixedText:
     """Make every edit; ``cut`` is an offset of the original text at a statement boundary."""
     ctx = analysis.ctx
+    ctx.prelude.clear()  # filled again by the edits made here (a dropped edit needs none)
     rewriter = _Rewriter(ctx)
     head = rewriter.render(0, cut)
     tail = rewriter.render(cut, len(ctx.source.text))
-    changed = []
-    starts = [s.start for s in rewriter.splices]
-    for start, end in _top_level_spans(ctx):
-        i = bisect.bisect_left(starts, start)
-        if i < len(starts) and starts[i] < end:
-            changed.append(rewriter.render(start, end))
     for index in range(len(rewriter.splices)):  # an edit inside a replaced node still asks for its prelude
         rewriter.replacement(index)
-    return FixedText(head, tail, ctx.prelude, tuple(changed))
+    return FixedText(head, tail, ctx.prelude)

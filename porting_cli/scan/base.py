@@ -43,10 +43,13 @@ class Context:
         self.device_name = device_name  # the module-level name the fixes bind the device to
         self.flow = flow or DeviceFlow()
         self.skip_lines = skip_lines      # neuron-check's own prelude in a fixed file: never reported
+        self.value_aliases: frozenset[str] = frozenset()  # names bound to a torch API by code, not imports
         self.prelude: set[str] = set()    # the prelude parts the edits use (see porting_cli.fix)
         self.findings: list[Finding] = []
         self.strings = Strings(source)
         self.edits: dict[int, tuple[ast.AST, Edit]] = {}
+        self.edit_owner: dict[int, Finding] = {}        # id(edited node) -> the finding it fixes
+        self.fstrings: list[ast.JoinedStr] = []         # f-strings seen (an edit inside one minds its quotes)
         self.call_of: dict[int, ast.Call] = {}          # id(call.func) -> call
         self.sole_call_stmt: dict[int, ast.Expr] = {}   # id(call) -> its statement, alone on its line
         self.sole_assign: dict[int, ast.Assign] = {}    # id(target) -> its assignment, alone on its line
@@ -61,6 +64,13 @@ class Context:
 
     def string_value(self, node: ast.AST | None) -> str | None:
         return None if node is None else self.strings.value(node)
+
+    def folded_value(self, node: ast.AST | None) -> str | None:
+        """A plain literal's value, or the value of a string expression of constants."""
+        if node is None:
+            return None
+        value = self.strings.value(node)
+        return value if value is not None else self.strings.folded(node)
 
     def kinds_of(self, node: ast.AST) -> set[str]:
         """What the data flow knows about the value of ``node`` (a call argument)."""
@@ -155,6 +165,26 @@ def _indent(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
 
 
+def bound_name(node: ast.AST, names: frozenset[str]) -> str | None:
+    """The name of ``names`` a Name/Attribute chain starts with: ``sync`` of ``sync.x``,
+    ``self.autocast`` of ``self.autocast``."""
+    attrs = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    if attrs and f"{node.id}.{attrs[-1]}" in names:
+        return f"{node.id}.{attrs[-1]}"
+    return node.id if node.id in names else None
+
+
+def binds(node: ast.AST) -> bool:
+    """``node`` is a name being bound or deleted (an assignment, ``for`` or ``with`` target) or a
+    parameter: rewriting it would make code that cannot be compiled, or bind another name."""
+    return isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)) or isinstance(node, ast.arg)
+
+
 def guarded(code: str, default: str) -> str:
     """``(call if torch.accelerator.is_available() else default)``."""
     return f"({code} if {GUARD} else {default})"
@@ -194,15 +224,30 @@ class FamilyVisitor:
         text = ctx.lines[line - 1].rstrip("\r\n") if line <= len(ctx.lines) else ""
         message = rule.message if detail is None else f"{rule.message}: {detail}"
         target = node if edit_node is None else edit_node
+        if edit is not None and binds(target):  # `self.is_cuda = ...`: a name being bound stays
+            edit = None
+            message += " (not fixed automatically: the code binds this name)"
+        elif edit is not None and bound_name(node, ctx.value_aliases) is not None:
+            name = bound_name(node, ctx.value_aliases)
+            edit = None
+            message += f" (through `{name}`, a name the code binds to `{ctx.aliases[name]}`: not fixed automatically)"
         fixable = edit is not None and id(target) not in ctx.edits
-        if fixable:
-            ctx.edits[id(target)] = (target, edit)
-        ctx.handled.add(id(node))
-        ctx.findings.append(Finding(
+        finding = Finding(
             rule_id=rule.id, path=ctx.path, line=line, col=first - source.starts[line - 1] + 1,
             end_line=end_line, end_col=end - source.starts[end_line - 1] + 1, source_line=text,
             severity=rule.severity, effort=rule.effort, message=message,
-            fixable=fixable, family=rule.family))
+            fixable=fixable, family=rule.family)
+        if fixable:
+            ctx.edits[id(target)] = (target, edit)
+            ctx.edit_owner[id(target)] = finding
+        ctx.handled.add(id(node))
+        ctx.findings.append(finding)
+
+    def attr_start(self, node: ast.Attribute) -> int:
+        """The offset of the attribute's name (``cuda`` of ``make(...).cuda``): where its finding
+        starts, on the line of the CUDA token however long the expression before it."""
+        _, end = self.ctx.source.span(node)
+        return end - len(node.attr)
 
     def call_of(self, node: ast.AST) -> ast.Call | None:
         """The call whose callee is ``node``, if any."""

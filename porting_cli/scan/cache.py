@@ -34,9 +34,13 @@ def scanner_identity() -> str:
     """Hash of everything that decides a file's findings and patch, besides the file."""
     digest = hashlib.sha256(f"format {CACHE_FORMAT}; python {sys.version_info[:2]}".encode())
     package = Path(__file__).resolve().parent
-    for source in (*sorted(package.glob("*.py")), package.parent / "fix.py"):
+    for source in (*sorted(package.glob("*.py")), *sorted(package.glob("*.json")), package.parent / "fix.py"):
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
+    # the evidence of installed packages decides findings on imports the data does not know
+    from .libraries import environment_identity
+
+    digest.update(environment_identity().encode())
     return digest.hexdigest()
 
 

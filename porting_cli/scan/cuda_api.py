@@ -60,10 +60,21 @@ class CudaApiVisitor(ReferenceFamily):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "pin_memory" and not node.args and not node.keywords:
-            self.report(node, "NC214")
+            self.report(node, "NC214", start=self.attr_start(func))
         for arg in node.keywords:
             if arg.arg == "pin_memory" and not is_name(arg.value, "False"):
                 self.report(arg, "NC214")
+
+    def visit_Dict(self, node: ast.Dict) -> None:  # DataLoader(**{"pin_memory": True})
+        for key, value in zip(node.keys, node.values):
+            if key is not None and self.ctx.string_value(key) == "pin_memory" and not is_name(value, "False"):
+                self.report(key, "NC214")
+
+    def visit_Assign(self, node: ast.Assign) -> None:  # loader_kwargs["pin_memory"] = True
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and self.ctx.string_value(target.slice) == "pin_memory" \
+                    and not is_name(node.value, "False"):
+                self.report(target, "NC214")
 
     def on_reference(self, node, qn: str) -> None:
         for prefix, rule in OTHER_API:

@@ -55,6 +55,13 @@ class DeviceFlow:
     def at(self, line: int, col: int) -> set[str]:
         return self.sites.get((line, col), set())
 
+    def any_has(self, node: ast.AST, kind: str) -> bool:
+        """Some binding of the dotted name of ``node`` (in any scope) may hold ``kind``."""
+        name = dotted(node)
+        if name is None:
+            return False
+        return any(kind in kinds and (key == name or key.endswith(":" + name)) for key, kinds in self.kinds.items())
+
     def has(self, name: str | None, kind: str) -> bool:
         return name is not None and kind in self.kinds.get(name, ())
 

@@ -12,12 +12,16 @@ from __future__ import annotations
 import ast
 import re
 
-from .base import ReferenceFamily
+from .base import ReferenceFamily, guarded
 from .dataflow import INDEX
 from .calls import rebuilt_call
 from .nodes import call_arguments, int_value, keyword, positional
 
 CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?\Z")
+#: string methods that handle a device as text; "cuda" / "cuda:" as their argument (NC110)
+TEXT_METHODS = frozenset({"replace", "startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip",
+                          "find", "rfind", "index", "partition", "removeprefix", "count"})
+CUDA_TEXT = re.compile(r"cuda(?::\d*)?\Z", re.IGNORECASE)
 
 #: calls whose first positional argument is a device
 DEVICE_FIRST_ARG = frozenset({"torch.set_default_device", "torch.Generator", "torch.Stream"})
@@ -51,7 +55,9 @@ class DevicePlacementVisitor(ReferenceFamily):
             yield from self.built_strings(node.orelse)
         elif isinstance(node, ast.JoinedStr) and self.ctx.strings.is_fstring(node):
             first = node.values[0] if node.values else None
-            if isinstance(first, ast.Constant) and str(first.value).startswith("cuda:") and len(node.values) > 1:
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            if isinstance(first, ast.Constant) and str(first.value).startswith("cuda:") and len(node.values) > 1 \
+                    and not any(c.isspace() for c in text.strip()):  # not f"cuda:{i} is out of memory"
                 yield node
         elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
             value = self.ctx.string_value(node.left)
@@ -69,7 +75,7 @@ class DevicePlacementVisitor(ReferenceFamily):
             yield from self.device_strings(node.body)
             yield from self.device_strings(node.orelse)
             return
-        value = self.ctx.string_value(node)
+        value = self.ctx.folded_value(node)  # "cuda", f"cuda", "cu" + "da", "cuda:%d" % 0
         if value is not None:
             m = CUDA_DEVICE.match(value)
             if m:
@@ -129,6 +135,11 @@ class DevicePlacementVisitor(ReferenceFamily):
 
     def _flowed_index(self, node: ast.AST) -> None:
         if int_value(node) is None and INDEX in self.ctx.kinds_of(node) and id(node) not in self.ctx.handled:
+            if isinstance(node, ast.Call) and self.ctx.qualname(node.func) == "torch.cuda.current_device":
+                # one edit per node: this one also does NC203's (the index of the accelerator)
+                index = guarded("torch.accelerator.current_device_index()", "0")
+                self.report(node, "NC106", edit=lambda _: self.ctx.indexed_device(index))
+                return
             self.report(node, "NC106", edit=lambda view: self.ctx.indexed_device(view.text(node)))
 
     def _integer(self, node: ast.AST) -> None:
@@ -146,7 +157,8 @@ class DevicePlacementVisitor(ReferenceFamily):
             given = args[0] if args else (keyword(node, "device") or None)
             value = given.value if isinstance(given, ast.keyword) else given
             as_index = given is None or self._index_expression(value)
-            self.report(node, "NC101", edit=lambda view: self._fix_cuda_method(view, node, given, as_index))
+            self.report(node, "NC101", edit=lambda view: self._fix_cuda_method(view, node, given, as_index),
+                        start=self.attr_start(func))
         elif qn == "torch.device" and args:
             self._torch_device(node, args)
         elif method == "to" and args:
@@ -157,6 +169,11 @@ class DevicePlacementVisitor(ReferenceFamily):
             self._strings(args[0], self._as_type)
         elif qn in DEVICE_FIRST_ARG and args:
             self._strings(args[0], self._as_device)
+        elif method in TEXT_METHODS:
+            for arg in args:
+                text = self.ctx.string_value(arg)
+                if text is not None and CUDA_TEXT.match(text) and id(arg) not in self.ctx.handled:
+                    self.report(arg, "NC110", detail=f"`.{method}({text!r})`")
         for arg in node.keywords:
             name = arg.arg
             if name is None:
@@ -239,7 +256,7 @@ class DevicePlacementVisitor(ReferenceFamily):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "is_cuda" and self.call_of(node) is None:
-            self.report(node, "NC108", edit=lambda view: self._fix_is_cuda(view, node))
+            self.report(node, "NC108", edit=lambda view: self._fix_is_cuda(view, node), start=self.attr_start(node))
 
     def _fix_is_cuda(self, view, node: ast.Attribute) -> str:
         text = view.between(*view.span(node))

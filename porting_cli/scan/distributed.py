@@ -15,10 +15,14 @@ DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParal
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
                  "torch.nn.parallel.distributed.DistributedDataParallel"})
 
+#: c10d call -> the keyword arguments only its NCCL process group takes
+NCCL_ONLY_ARGUMENTS = {"torch.distributed.barrier": ("device_ids",),
+                       "torch.distributed.distributed_c10d.barrier": ("device_ids",)}
+
 
 class DistributedVisitor(ReferenceFamily):
     family = "distributed"
-    triggers = (r"nccl", r"NCCL", r"device_ids", r"output_device", r"DataParallel", r"data_parallel",
+    triggers = (r"nccl", r"NCCL", r"device_ids", r"barrier", r"output_device", r"DataParallel", r"data_parallel",
                 r"apex")
     claims = ("torch.cuda.nccl",)
 
@@ -33,7 +37,13 @@ class DistributedVisitor(ReferenceFamily):
             self.report(node, "NC501")
 
     def visit_Call(self, node: ast.Call) -> None:
-        if self.ctx.qualname(node.func) not in DDP:
+        callee = self.ctx.qualname(node.func)
+        if callee in NCCL_ONLY_ARGUMENTS:
+            for arg in node.keywords:
+                if arg.arg in NCCL_ONLY_ARGUMENTS[callee] and not is_name(arg.value, "None"):
+                    self.report(arg, "NC506", detail=f"`{arg.arg}` of `{callee}`")
+            return
+        if callee not in DDP:
             return
         for arg in node.keywords:
             if arg.arg in ("device_ids", "output_device"):

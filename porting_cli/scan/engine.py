@@ -18,7 +18,7 @@ import re
 
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
-from .base import Context, prelude_names
+from .base import Context, FamilyVisitor, prelude_names
 from .cuda_api import CudaApiVisitor
 from .dataflow import INDEX, STRING, device_flow
 from .device import DevicePlacementVisitor
@@ -28,7 +28,9 @@ from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
 from .findings import Finding
-from .nodes import SourceText, iter_blocks
+from .net import NET_WORDS, Spot, net_tokens
+from .aliases import value_aliases
+from .nodes import SourceText, iter_blocks, iter_statements
 from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
 from .traverse import Traversal
@@ -67,13 +69,6 @@ def has_trigger(text: str) -> bool:
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
 FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
-
-
-def iter_statements(body: list[ast.stmt]):
-    for stmt in body:
-        yield stmt
-        for block in iter_blocks(stmt):
-            yield from iter_statements(block)
 
 
 def collect_imports(tree: ast.Module) -> dict[str, str]:
@@ -182,6 +177,8 @@ class Analysis:
     findings: list[Finding]
     lines: int
     tree: ast.Module
+    #: the fixes were checked to parse (porting_cli.scan.checked)
+    checked: bool = False
 
 
 def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
@@ -192,6 +189,8 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     body = text.removeprefix("\ufeff")
     lines = split_lines(body)
     aliases = collect_imports(tree)
+    by_value = value_aliases(tree, aliases)  # precision_scope = autocast if ... else nullcontext
+    aliases.update(by_value)
     skip = prelude_lines(tree, lines)
     flow = device_flow(tree, aliases, lines)
     found = set(candidate_lines(lines, aliases))
@@ -202,10 +201,24 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
         return Analysis(text, None, [], len(lines), tree)
     ctx = Context(path, SourceText(body, lines), tree, aliases, device_name or choose_device_name(tree, skip, body),
                   flow, skip)
+    ctx.value_aliases = frozenset(by_value)
     families = [family(ctx) for family in FAMILIES]
     Traversal(ctx, families, candidates if reduce else None).run(tree)
+    _safety_net(ctx, candidates if reduce else list(range(1, len(lines) + 1)))
     findings = sorted(ctx.findings, key=Finding.sort_key)
     return Analysis(text, ctx, findings, len(lines), tree)
+
+
+def _safety_net(ctx: Context, candidates: list[int]) -> None:
+    """NC999 at the first CUDA token of each line that holds one and has no finding yet."""
+    lines = ctx.lines
+    net_lines = [n for n in candidates if n <= len(lines) and NET_WORDS.search(lines[n - 1])]
+    if not net_lines:
+        return
+    reported = {f.line for f in ctx.findings} | set(ctx.skip_lines)
+    net = FamilyVisitor(ctx)
+    for start, end, token in net_tokens(ctx.source, ctx.tree, net_lines, reported):
+        net.report(Spot(start, end), "NC999", detail=f"`{token}`")
 
 
 _memo: dict[tuple, Analysis] = {}

@@ -3,76 +3,87 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from .base import ReferenceFamily
+from .guards import Guards
+from .libraries import Library, installed_evidence, known, library_for
+from .triton_sites import TritonSites
 from .nodes import is_name, keyword
 
 CPP_EXT = "torch.utils.cpp_extension"
 TRITON_DECORATORS = frozenset({"triton.jit", "torch.library.triton_op", "torch.library.wrap_triton"})
 
-#: importable name -> advice (NC703 names the library and this advice; NC704 for NO_REPLACEMENT)
-LIBRARIES: dict[str, str] = {
-    "apex": "use `torch.amp` for apex.amp, `torch.optim.AdamW(fused=True)` or the default "
-            "optimizer where the backend has no fused kernel for FusedAdam, "
-            "`torch.nn.LayerNorm`/`RMSNorm` for fused norms, DDP for apex.parallel",
-    "flash_attn": "use `torch.nn.functional.scaled_dot_product_attention`",
-    "xformers": "use `torch.nn.functional.scaled_dot_product_attention` for memory-efficient attention",
-    "bitsandbytes": "use a quantisation the backend supports (e.g. torchao, or the backend's own "
-                    "int8/fp8 path)",
-    "cupy": "use torch tensor operations on the device (or NumPy on CPU)",
-    "pynvml": "use `torch.accelerator.memory_allocated()` / `get_memory_info()`",
-    "nvidia.dali": "use `torch.utils.data.DataLoader` with CPU decoding",
-    "pycuda": "use torch operations or a backend kernel (NKI on Trainium)",
-    "numba.cuda": "use torch operations or a backend kernel (NKI on Trainium)",
-    "tensorrt": "use `torch.compile` with the backend's compiler",
-    "torch_tensorrt": "use `torch.compile` with the backend's compiler",
-    "transformer_engine": "use `torch.amp` (FP8 through the backend's own FP8 support)",
-    "cudf": "use pandas or torch tensors",
-    "mamba_ssm": "use the reference PyTorch implementation of the selective scan",
-    "causal_conv1d": "use `torch.nn.functional.conv1d` with causal padding",
-    "liger_kernel": "use the PyTorch modules it replaces (Triton kernels)",
-    "triton": "",  # reported as NC702
-}
-#: libraries whose port is new code: their kernels have no PyTorch equivalent to switch to
-NO_REPLACEMENT = frozenset({"bitsandbytes", "cupy", "pycuda", "numba.cuda"})
 #: apex sub-packages that another rule family reports
 APEX_PARTS = {"apex.amp": "NC305", "apex.parallel": "NC505"}
 #: exceptions whose handler makes an import optional (the script has a fallback)
 IMPORT_GUARDS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
-def _library(name: str) -> str | None:
-    for lib in LIBRARIES:
-        if name == lib or name.startswith(lib + "."):
-            return lib
-    return None
+#: the rule of each kind of library (porting_cli/scan/cuda_libraries.json); `fallback`: none
+KIND_RULE = {"blocks": "NC704", "replacement": "NC703", "triton": "NC702"}
+
+
+def _library(name: str) -> Library | None:
+    found = library_for(name)
+    return found if found is not None and found.kind in KIND_RULE else None
 
 
 class KernelsVisitor(ReferenceFamily):
     family = "kernels"
-    triggers = (r"cpp_extension", r"CUDAExtension", r"cuda_sources", r"triton",
-                *(lib.replace(".", r"\.") for lib in LIBRARIES))
+    triggers = (r"cpp_extension", r"CUDAExtension", r"cuda_sources", r"triton", r"nvtx", r"cupy", r"\]\(", r"nvidia", r"nvml",
+                *(re.escape(name) for name in known()), r"\bimport\b")
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.optional_depth = 0  # inside `try:` blocks whose handlers catch ImportError
+        self._guards: Guards | None = None
+        self._triton_sites: TritonSites | None = None
+
+    def optional(self, node: ast.AST, library: str = "") -> bool:
+        """The import is behind a try/except ImportError or an availability guard."""
+        if self.optional_depth:
+            return True
+        if self._guards is None:
+            self._guards = Guards(self.ctx.tree, self.ctx.aliases)
+            self._function_lines = [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(self.ctx.tree)
+                                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        nested = any(first < node.lineno <= last for first, last in self._function_lines)
+        return self._guards.covers(node.lineno, library, nested)
 
     # -- imports -------------------------------------------------------------
     def _import(self, node: ast.AST, name: str) -> bool:
         lib = _library(name)
         if lib is None:
+            self._unknown(node, name)
             return False
         part = next((p for p in APEX_PARTS if name == p or name.startswith(p + ".")), None)
-        if self.optional_depth:
-            self.report(node, "NC705", detail=f"`{lib}`")
+        if self.optional(node, lib.name):
+            self.report(node, "NC705", detail=f"`{lib.name}`")
         elif part is not None:
             self.report(node, APEX_PARTS[part], detail=f"`{name}`")
-        elif lib == "triton":
+        elif lib.kind == "triton":
             self.report(node, "NC702", detail="`import triton`")
         else:
-            rule = "NC704" if lib in NO_REPLACEMENT else "NC703"
-            self.report(node, rule, detail=f"`{lib}`: {LIBRARIES[lib]}")
+            self.report(node, KIND_RULE[lib.kind], detail=f"`{lib.name}`: {lib.advice}{self._evidence(lib.name)}")
         return True
+
+    def _evidence(self, name: str) -> str:
+        """The installed distribution's CUDA evidence, when the package is installed."""
+        found = installed_evidence(name.split(".")[0])
+        if found is None:
+            return ""
+        return f" (installed: {'; '.join(found)})" if found else " (installed: no CUDA evidence in its files)"
+
+    def _unknown(self, node: ast.AST, name: str) -> None:
+        """A third-party import the data does not know: its installed files decide."""
+        top = name.split(".")[0]
+        if not top or library_for(top) is not None:
+            return
+        found = installed_evidence(top)
+        if found:
+            rule = "NC705" if self.optional(node) else "NC706"
+            self.report(node, rule, detail=f"`{top}`: {'; '.join(found)}")
 
     def visit_Try(self, node: ast.Try) -> None:
         if any(self._guards_import(h) for h in node.handlers):
@@ -118,7 +129,31 @@ class KernelsVisitor(ReferenceFamily):
             at = text.rfind("@", 0, start)  # the finding starts at the "@"
             self.report(node, "NC702", detail=f"`@{qn}`", start=at if at >= 0 else None)
 
+    def _triton(self) -> TritonSites:
+        if self._triton_sites is None:
+            self._triton_sites = TritonSites(self.ctx.tree, self.ctx.aliases)
+        return self._triton_sites
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Subscript) and self._triton().is_launch(node):
+            self.report(node, "NC702", detail="launch of a Triton kernel")
+
+    def _library_use(self, node, qn: str) -> None:
+        """A use of a name a CUDA-only library's import bound (`flash_attn_func(...)`,
+        `xformers.ops.memory_efficient_attention(...)`); the body of a Triton kernel is one change
+        with its decorator."""
+        lib = _library(qn)
+        if lib is None or qn.startswith(tuple(APEX_PARTS)):
+            return
+        if lib.kind == "triton":
+            if not self._triton().in_kernel(node.lineno) and self.call_of(node) is not None:
+                self.report(node, "NC702", detail=f"`{qn}`")
+            return
+        rule = "NC705" if self.optional(node, lib.name) else KIND_RULE[lib.kind]
+        self.report(node, rule, detail=f"`{lib.name}`: use of `{qn}`")
+
     def on_reference(self, node, qn: str) -> None:
+        self._library_use(node, qn)
         if qn in (f"{CPP_EXT}.CUDAExtension", f"{CPP_EXT}.CUDA_HOME"):
             self.report(node, "NC701", detail=f"`{qn}`")
         elif qn in (f"{CPP_EXT}.load", f"{CPP_EXT}.load_inline"):

@@ -137,6 +137,30 @@ class Strings:
             return node.value
         return node.value if is_plain_literal(text) else None
 
+    def folded(self, node: ast.AST) -> str | None:
+        """The value of a string expression made of constants: a literal, an f-string without
+        placeholders (``f"cuda"``), ``+`` of such strings, ``%`` with constant operands."""
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        if isinstance(node, ast.JoinedStr):
+            if all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in node.values):
+                return "".join(v.value for v in node.values)
+            return None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.folded(node.left), self.folded(node.right)
+            return left + right if left is not None and right is not None else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            left = self.folded(node.left)
+            right = node.right
+            values = right.elts if isinstance(right, ast.Tuple) else [right]
+            if left is None or not all(isinstance(v, ast.Constant) for v in values):
+                return None
+            try:
+                return left % tuple(v.value for v in values)
+            except (TypeError, ValueError):
+                return None
+        return None
+
     def is_fstring(self, node: ast.JoinedStr) -> bool:
         """One f-string token (not literals glued to one)."""
         start, end = self.source.span(node)
@@ -190,6 +214,14 @@ def iter_blocks(stmt: ast.stmt):
         yield case.body
 
 
+def iter_statements(body: list[ast.stmt]):
+    """Every statement of ``body`` and of the blocks nested in it."""
+    for stmt in body:
+        yield stmt
+        for block in iter_blocks(stmt):
+            yield from iter_statements(block)
+
+
 def int_value(node: ast.AST) -> int | None:
     """The value of an integer literal (not a bool)."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
@@ -223,6 +255,11 @@ def qualname(node: ast.AST, aliases: dict[str, str]) -> str | None:
         node = node.value
     if not isinstance(node, ast.Name):
         return None
+    if parts and "." in aliases.get("", ""):  # the file binds attributes too (self.autocast = ...)
+        bound = aliases.get(f"{node.id}.{parts[-1]}")
+        if bound is not None:
+            parts[-1] = bound
+            return ".".join(reversed(parts))
     parts.append(aliases.get(node.id, node.id))
     return ".".join(reversed(parts))
 

@@ -67,6 +67,9 @@ RULES: tuple[Rule, ...] = (
     _R("NC108", "device", "is-cuda-test", "warning", "none",
        "`.is_cuda` is False on other accelerators; test `x.device.type` against the current "
        "accelerator's type", True),
+    _R("NC110", "device", "cuda-device-text", "warning", "low",
+       "a device handled as text with \"cuda\" in it (`str(device).replace(\"cuda:\", \"\")`, "
+       "`.startswith(\"cuda\")`); use `torch.device(x).type` / `.index`, which hold for any accelerator"),
     _R("NC109", "device", "cuda-only-fused-optimizer", "info", "low",
        "the fused optimizer is chosen only on CUDA; keep `fused=True` on the backend only if it has "
        "the fused kernel (`aten._fused_adamw_`), else the default (foreach) implementation runs"),
@@ -157,6 +160,9 @@ RULES: tuple[Rule, ...] = (
     _R("NC504", "distributed", "data-parallel", "warning", "medium",
        "`nn.DataParallel` splits batches over CUDA devices only; use DistributedDataParallel "
        "(one process per device) or one device"),
+    _R("NC506", "distributed", "nccl-only-argument", "warning", "low",
+       "an argument only the NCCL process group takes (`barrier(device_ids=...)`); leave it out on "
+       "other backends (`dist.barrier()` synchronises every rank)"),
     _R("NC505", "distributed", "apex-parallel", "warning", "medium",
        "apex.parallel is CUDA-only; use `torch.nn.parallel.DistributedDataParallel` and "
        "`torch.nn.SyncBatchNorm`"),
@@ -184,8 +190,13 @@ RULES: tuple[Rule, ...] = (
     _R("NC704", "kernels", "cuda-only-library-no-replacement", "error", "high",
        "CUDA-only library with no PyTorch replacement: the port needs new code", blocks=True),
     _R("NC705", "kernels", "optional-cuda-library", "info", "low",
-       "CUDA-only library imported with a fallback (`except ImportError`); check that the fallback "
+       "CUDA-only library imported with a fallback (`except ImportError`) or behind an availability guard "
+       "(`is_x_available()`, `find_spec`, a flag they set); check that the fallback "
        "path is the one taken on the backend"),
+    _R("NC706", "kernels", "cuda-evidence-library", "warning", "medium",
+       "third-party library whose installed files tie it to CUDA (shared objects linking libcudart/"
+       "libcuda/NCCL, Triton kernels, CUDA requirements) and that neuron-check's library data does "
+       "not know (review): check that it has a path for the backend"),
     # -- float64 ---------------------------------------------------------------
     _R("NC801", "dtype", "float64-dtype", "warning", "medium",
        "64-bit floating dtype; Trainium has no float64: use `torch.float32` "
@@ -196,12 +207,31 @@ RULES: tuple[Rule, ...] = (
     _R("NC901", "huggingface", "cuda-device-map", "error", "none",
        "`device_map` pinned to CUDA; pass the current accelerator device "
        "(or `device_map=\"auto\"`)", True),
+    _R("NC902", "huggingface", "bitsandbytes-quantization", "error", "high",
+       "bitsandbytes quantization (`load_in_8bit`/`load_in_4bit`, `BitsAndBytesConfig`) runs CUDA "
+       "kernels with no PyTorch fallback: the port needs another quantization the backend supports "
+       "(e.g. torchao, or the backend's own int8/fp8 path)", blocks=True),
+    _R("NC905", "huggingface", "bitsandbytes-config-name", "warning", "low",
+       "`BitsAndBytesConfig` named without building one (an import, an isinstance test): the "
+       "bitsandbytes quantization it configures is CUDA-only; the code that builds one is the blocker"),
+    _R("NC903", "huggingface", "flash-attention-2", "warning", "low",
+       "`attn_implementation=\"flash_attention_2\"` needs the CUDA-only flash_attn package; use "
+       "`\"sdpa\"` (PyTorch's scaled_dot_product_attention) on the backend (not fixed automatically: "
+       "on CUDA the fixed script must keep running the kernels it ran)"),
+    _R("NC904", "huggingface", "cuda-training-option", "warning", "low",
+       "a training option that assumes CUDA (`fp16` mixed precision with a CUDA grad scaler, `tf32`, "
+       "a bitsandbytes/apex/fused `optim`, `half_precision_backend`); use `bf16` / the default "
+       "`adamw_torch` optimizer, or check that the backend supports it"),
     # -- environment -----------------------------------------------------------
     _R("NC911", "environment", "cuda-visible-devices", "warning", "low",
        "`CUDA_VISIBLE_DEVICES` is read by CUDA only; use the backend's variable "
        "(`NEURON_RT_VISIBLE_CORES` on Trainium, `ZE_AFFINITY_MASK` on XPU)"),
     _R("NC912", "environment", "cuda-env-var", "info", "low",
        "CUDA/NCCL environment variable; it has no effect on other backends"),
+    # -- the safety net --------------------------------------------------------
+    _R("NC999", "net", "cuda-reference", "warning", "low",
+       "CUDA-specific reference (review): code that names CUDA and that no specific rule "
+       "explained; make it device-agnostic or confirm it is not taken on the backend"),
 )
 
 RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}

@@ -19,6 +19,7 @@ import bisect
 from typing import Callable, Iterable
 
 from .base import Context, FamilyVisitor, ReferenceFamily
+from .net import prose_strings
 
 
 class Piece(ast.Constant):
@@ -49,6 +50,7 @@ class Traversal:
         self.leave = _handlers(families, "leave_")
         self.strings = self.visit.get("String", ())
         self.decorators = self.visit.get("Decorator", ())
+        self.prose: set[int] = set()  # ids of string constants that are messages
 
     def run(self, tree: ast.Module) -> None:
         self._body(tree.body)
@@ -94,6 +96,9 @@ class Traversal:
             self._reference(node)
         elif kind is ast.Call:
             ctx.call_of[id(node.func)] = node
+            self._prose(node)
+        elif kind is ast.Raise or kind is ast.Assert:
+            self._prose(node)
         elif kind is ast.Compare:
             ctx.compared.add(id(node.left))
             ctx.compared.update(map(id, node.comparators))
@@ -102,6 +107,7 @@ class Traversal:
                 self._string(node)
             return
         elif kind is ast.JoinedStr:  # its text is no string literal; its expressions are code
+            ctx.fstrings.append(node)
             for value in node.values:
                 if type(value) is ast.FormattedValue:
                     self._node(value)
@@ -132,7 +138,7 @@ class Traversal:
             return
         if type(node) is ast.Name:
             qn = ctx.aliases.get(node.id, node.id)
-            if qn == node.id:  # only imported names can mean a torch API
+            if qn == node.id or type(node.ctx) is not ast.Load:  # only a read of an alias uses the API
                 return
         else:
             qn = ctx.qualname(node)
@@ -142,10 +148,22 @@ class Traversal:
                 ctx.inner.add(id(inner))
             if not qn:
                 return
+            if type(node.ctx) is not ast.Load and type(node.value) is ast.Name \
+                    and f"{node.value.id}.{node.attr}" in ctx.value_aliases:
+                return  # `self.autocast = torch.cuda.amp.autocast` binds the name, it does not use it
         for on_reference in self.referrers:
             on_reference(node, qn)
 
+    def _prose(self, node: ast.AST) -> None:
+        """Strings in messages (print, logging, help=, raise, assert) are prose, never values."""
+        for part in prose_strings(node):
+            for inner in ast.walk(part):
+                if type(inner) is ast.Constant:
+                    self.prose.add(id(inner))
+
     def _string(self, node: ast.Constant) -> None:
+        if id(node) in self.prose:
+            return
         strings = self.ctx.strings
         if strings.value(node) is not None:
             for fn in self.strings:

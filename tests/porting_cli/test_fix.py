@@ -82,8 +82,10 @@ def test_round_trip(path):
     # NC109 / NC306 describe what follows from CUDA code elsewhere (a CUDA test choosing
     # `fused`, a class wrapping torch.cuda.amp); once that code is fixed they have no cause
     dependent = {"NC109", "NC306"}
-    assert sorted(f.rule_id for f in after) == sorted(f.rule_id for f in result.remaining
-                                                      if f.rule_id not in dependent)
+    assert sorted(f.rule_id for f in after if f.rule_id != "NC999") == sorted(
+        f.rule_id for f in result.remaining if f.rule_id not in dependent | {"NC999"})
+    # the net may speak up on a fixed line that still names CUDA (`use_cuda = torch.accelerator...`)
+    assert sum(f.rule_id == "NC999" for f in after) >= sum(f.rule_id == "NC999" for f in result.remaining)
     assert fix_source(result.new_text).new_text == result.new_text  # idempotent
     # only lines with a fixable finding change (the rest is kept byte for byte)
     fixed_lines = {f.line for f in result.applied}

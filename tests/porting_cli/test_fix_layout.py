@@ -70,5 +70,5 @@ def test_a_definition_named_like_an_imported_api_is_no_use_of_it():
     source = ("from torch.cuda import synchronize, is_available\ndef synchronize():\n    pass\n"
               "f(is_available=1)\nclass is_available:\n    pass\ndef g(synchronize=None):\n    return synchronize\n")
     found = scan_source(source).findings
-    assert [(f.rule_id, f.line, f.col) for f in found] == [("NC205", 8, 12)]
+    assert [(f.rule_id, f.line, f.col) for f in found] == [("NC999", 1, 6), ("NC205", 8, 12)]
     assert fix_source(source).new_text == source

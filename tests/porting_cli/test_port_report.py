@@ -13,7 +13,7 @@ from op_db.records import Result, Status
 from op_db.store import Store
 from porting_cli.port_report import build_report, exit_code
 from porting_cli.scan import scan_source
-from porting_cli.trace import OpUse, Prediction, TraceResult, read_records
+from porting_cli.runtime.trace import OpUse, Prediction, TraceResult, read_records
 from reports.render.porting import render
 from reports.render.sarif import porting_sarif
 
@@ -120,7 +120,7 @@ def test_sarif_has_findings_and_unsupported_ops_at_their_lines():
     check_sarif(log)
     by_rule = {r["ruleId"]: r for r in log["runs"][0]["results"]}
     finding = by_rule["NC101"]["locations"][0]["physicalLocation"]
-    assert (finding["artifactLocation"]["uri"], finding["region"]["startLine"], finding["region"]["startColumn"]) == ("s.py", 2, 5)
+    assert (finding["artifactLocation"]["uri"], finding["region"]["startLine"], finding["region"]["startColumn"]) == ("s.py", 2, 19)  # the region starts at the CUDA token (`.cuda`)
     op = by_rule["NCOP1"]
     assert op["level"] == "error" and op["message"]["text"].startswith("aten.native_layer_norm.default is UNSUPPORTED on sim")
     assert op["locations"][0]["physicalLocation"]["region"]["startLine"] == 7

@@ -111,7 +111,8 @@ def test_non_utf8_file_is_skipped_with_a_warning_and_the_scan_goes_on(tmp_path):
     make_tree(tmp_path, {"train.py": "import torch\nx = torch.ones(1).cuda()\n"})
     (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\nimport torch\ntorch.ones(1).cuda()\n")
     scanned = scan_project(discover(str(tmp_path)))
-    assert [f["path"] for f in scanned.files] == ["train.py"]
+    assert [(f["path"], "error" in f) for f in scanned.files] == [("latin1.py", True), ("train.py", False)]
+    assert "not UTF-8" in scanned.files[0]["error"]
     assert len(scanned.warnings) == 1 and scanned.warnings[0].startswith("skipped latin1.py: ")
     assert "not UTF-8" in scanned.warnings[0]
     assert [(f.path, f.line, f.rule_id) for f in scanned.result.findings] == [("train.py", 2, "NC101")]
@@ -169,7 +170,7 @@ def test_static_project_report_has_findings_per_file_and_root_relative_paths_in_
     assert out.returncode == 0, out.stderr
     report = __import__("json").loads(out.stdout)
     assert report["script"] == "proj"
-    assert [f["path"] for f in report["files"]] == ["pkg/__init__.py", "pkg/data.py", "pkg/model.py", "train.py"]
+    assert [f["path"] for f in report["files"] if "error" not in f] == ["pkg/__init__.py", "pkg/data.py", "pkg/model.py", "train.py"]
     assert "warning: skipped latin1.py" in out.stderr and any("latin1.py" in w for w in report["warnings"])
     where = {(f["path"], f["line"], f["rule"]) for f in report["findings"]}
     assert ("pkg/model.py", marked(root / "pkg/model.py", "module_cuda"), "NC101") in where
@@ -211,3 +212,24 @@ def test_project_runtime_attributes_ops_to_the_imported_modules_lines_and_counts
     assert randn["source_line"].strip().startswith("x = torch.randn(4, 8, device=DEVICE)")
     assert report["verdict"] == "ready-with-fixes"
     assert "NCRT1" in report["rules"]
+
+
+def test_a_file_the_scanner_fails_on_is_an_error_row_and_the_report_stands(tmp_path, monkeypatch):
+    """One file never sinks a project: whatever goes wrong inside the scan of one file (here an
+    injected fault of the rule engine) becomes that file's error row."""
+    import porting_cli.scan.checked as checked
+
+    make_tree(tmp_path, {"train.py": "import torch\nx = torch.ones(1).cuda()\n",
+                         "broken.py": "import torch\ny = torch.ones(1).cuda()  # trips the fault\n"})
+    real = checked.analyze_checked
+
+    def faulty(text, path="<string>"):
+        if "trips the fault" in text:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(text, path)
+    monkeypatch.setattr(checked, "analyze_checked", faulty)
+    monkeypatch.setenv("NEURON_CHECK_NO_CACHE", "1")
+    scanned = scan_project(discover(str(tmp_path)))
+    rows = {f["path"]: f for f in scanned.files}
+    assert "RecursionError" in rows["broken.py"]["error"]
+    assert [(f.path, f.rule_id) for f in scanned.result.findings] == [("train.py", "NC101")]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from porting_cli.trace import fold_records, merge_processes, result_of
+from porting_cli.runtime.trace import fold_records, merge_processes, result_of
 
 
 

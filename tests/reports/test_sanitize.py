@@ -172,7 +172,7 @@ def test_gate_text_is_inert(hostile_report, hostile_text):
 def test_every_porting_format_is_inert(fmt, hostile_text, markdown_html):
     from porting_cli.port_report import build_report as build_porting_report
     from porting_cli.scan import scan_source
-    from porting_cli.trace import OpUse, TraceResult
+    from porting_cli.runtime.trace import OpUse, TraceResult
     from reports.render.porting import render
 
     source = f"import torch\nx = torch.ones(2).cuda()  # {hostile_text.osc_link} \x1b[2J <script>alert(1)</script>\n"

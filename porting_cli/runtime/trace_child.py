@@ -1,7 +1,7 @@
 """The child process of the porting trace: runs the user's script on the target device.
 
-`python -m porting_cli.trace_child CONFIG.json` (started by porting_cli/trace.py). The script
-runs as `__main__` with `cuda` remapped to the target (porting_cli/remap.py) under a
+`python -m porting_cli.runtime.trace_child CONFIG.json` (started by porting_cli/runtime/trace.py). The script
+runs as `__main__` with `cuda` remapped to the target (porting_cli/runtime/remap.py) under a
 TorchDispatchMode that records every aten overload touching the target, with its dtypes and
 the user's source line. Everything learned is appended to the records file as JSON lines the
 moment it is learned, so a script that crashes the process, calls `os._exit`, or is killed at
@@ -12,8 +12,8 @@ The script is executed the way `runpy.run_path(path, run_name="__main__")` does 
 early, so `get_model_and_inputs()` can still be called for the divergence check.
 
 Python processes the script starts (mp.spawn ranks, mp.Process, torchrun-style workers) are
-traced too (porting_cli/trace_rank.py), each into its own records file; when the script stops,
-whatever of its process tree is still running is ended (porting_cli/trace_tree.py).
+traced too (porting_cli/runtime/trace_rank.py), each into its own records file; when the script stops,
+whatever of its process tree is still running is ended (porting_cli/runtime/trace_tree.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 import types
 from typing import Any
 
-from porting_cli.trace_record import (
+from porting_cli.runtime.trace_record import (
     RecordWriter,
     StopScript,
     describe_exception,
@@ -87,7 +87,7 @@ def outcome_of(stopped: BaseException | None, frames: Any) -> dict[str, Any]:
 def main(config_path: str) -> int:
     with open(config_path, encoding="utf-8") as handle:
         config = json.load(handle)
-    from porting_cli.trace_tree import die_with_parent
+    from porting_cli.runtime.trace_tree import die_with_parent
 
     die_with_parent()  # neuron-check killed: the trace goes with it
     write = RecordWriter(config["records"])
@@ -102,9 +102,9 @@ def main(config_path: str) -> int:
     import torch._dynamo  # noqa: F401 - torch imports it lazily at the first call through a mode:
     # seconds on a busy machine, which must not come out of the script's --max-seconds
 
-    from porting_cli.frames import UserFrames
-    from porting_cli.remap import RemapLog, remap_cuda
-    from porting_cli.trace_rank import (
+    from porting_cli.runtime.frames import UserFrames
+    from porting_cli.runtime.remap import RemapLog, remap_cuda
+    from porting_cli.runtime.trace_rank import (
         CONFIG_ENV,
         ProcessTrace,
         follow_forks,
@@ -118,7 +118,7 @@ def main(config_path: str) -> int:
           versions=adapter.versions(), pid=os.getpid())
     recorder = make_recorder(torch.device(target).type, frames, write)
     log = RemapLog(frames, on_new=lambda site, what: write("remap", site=site, what=what))
-    # Python processes the script starts trace themselves (porting_cli/trace_rank.py).
+    # Python processes the script starts trace themselves (porting_cli/runtime/trace_rank.py).
     hook_dir = write_sitecustomize(os.path.join(os.path.dirname(config["records"]), "hook"))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (hook_dir, os.environ.get("PYTHONPATH")) if p)
     os.environ[CONFIG_ENV] = config_path
@@ -173,7 +173,7 @@ def main(config_path: str) -> int:
 def stop_descendants(write: RecordWriter) -> None:
     """No process of the script outlives it: the rest of the tree is ended here (and again by
     the parent, which also catches what this process could not)."""
-    from porting_cli.trace_tree import TRACE_TOKEN_ENV, kill_tagged
+    from porting_cli.runtime.trace_tree import TRACE_TOKEN_ENV, kill_tagged
 
     token = os.environ.get(TRACE_TOKEN_ENV)
     if token:
@@ -192,8 +192,8 @@ def run_divergence(factory: Any, target: str, log: Any, adapter: Any, write: Rec
     if op_failed:
         write("divergence", status="skipped", reason="an op already failed on the target")
         return
-    from porting_cli.divergence import first_divergence
-    from porting_cli.remap import remap_cuda
+    from porting_cli.runtime.divergence import first_divergence
+    from porting_cli.runtime.remap import remap_cuda
 
     try:
         with remap_cuda(target, log, adapter):

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from porting_cli.frames import UserFrames
+from porting_cli.runtime.frames import UserFrames
 
 CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
 

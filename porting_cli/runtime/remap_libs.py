@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from porting_cli.remap_log import RemapLog, describe_device, is_cuda_device
+from porting_cli.runtime.remap_log import RemapLog, describe_device, is_cuda_device
 
 Patch = tuple[Any, str, Any]
 

@@ -1,7 +1,7 @@
 """Runtime half of the porting check: run the user's script in a child process and read back
 what it did on the target device.
 
-The child (porting_cli/trace_child.py) appends JSON lines to a records file as it learns
+The child (porting_cli/runtime/trace_child.py) appends JSON lines to a records file as it learns
 things, so whatever happens to it (a crash, `os._exit`, an endless loop killed at
 `--max-seconds`) the parent keeps a partial op table. Record kinds:
 
@@ -30,7 +30,7 @@ ended (no end record: SIGKILL, or os._exit).
 Each child process of the script (mp.spawn ranks, mp.Process, torchrun-style workers) writes its
 own proc-PID.jsonl beside the root's records file; its ops are labelled "rank N" (or "pid N").
 At the end, and at the time limit, every process of the script's tree is killed: the session's
-process group and every process carrying the trace's token (porting_cli/trace_tree.py).
+process group and every process carrying the trace's token (porting_cli/runtime/trace_tree.py).
 
 The time limit is enforced twice: the child stops the script with SIGALRM at `max_seconds`
 (clean, full records), and the parent kills the child's process group GRACE_S later.
@@ -52,7 +52,7 @@ from collections import Counter
 from typing import Any
 
 from op_db.errors import InputError
-from porting_cli.prediction import Prediction  # noqa: F401 - re-exported: callers import it from here
+from porting_cli.runtime.prediction import Prediction  # noqa: F401 - re-exported: callers import it from here
 
 GRACE_S = 10.0  # after max_seconds, how long the child may take to stop by itself
 SETUP_LIMIT_S = 300.0  # importing torch and initialising the backend, before the script starts
@@ -125,7 +125,7 @@ def run_trace(script: str, args: list[str], *, device: str | None, max_steps: in
     `display_base`: sites are shown relative to it (default: the working directory).
     Raises InputError only when the device itself cannot be used.
     """
-    from porting_cli.trace_tree import TRACE_TOKEN_ENV, kill_tagged
+    from porting_cli.runtime.trace_tree import TRACE_TOKEN_ENV, kill_tagged
 
     token = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="neuron-check-trace-") as tmp:
@@ -141,7 +141,7 @@ def run_trace(script: str, args: list[str], *, device: str | None, max_steps: in
         if device and not device.startswith("sim"):
             env.pop("NEURON_CHECK_SIM_PROFILE", None)  # a sim profile means nothing elsewhere
         with open(output, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "porting_cli.trace_child", config],
+            proc = subprocess.Popen([sys.executable, "-m", "porting_cli.runtime.trace_child", config],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, start_new_session=True)
             try:
@@ -245,7 +245,7 @@ class ProcessRecords:
 
     def timed_out_ops(self) -> list[dict[str, Any]]:
         """Ops still running when the process was stopped at the time limit: TIMEOUT errors."""
-        from porting_cli.trace_record import TIMEOUT_MESSAGE
+        from porting_cli.runtime.trace_record import TIMEOUT_MESSAGE
 
         known = {(e["op"], e["site"]) for e in self.errors if e["status"] == "TIMEOUT"}
         return [{"op": r["op"], "dtypes": r["dtypes"], "site": r["site"], "status": "TIMEOUT",

@@ -34,7 +34,8 @@ class UserFrames:
         self.display_base = os.path.abspath(display_base) if display_base else None
         self.thread_id = threading.get_ident()
         self._cache: dict[str, bool] = {}
-        own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # the folder holding the porting_cli package (this file is porting_cli/runtime/...)
+        own = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         self._excluded = [os.path.join(own, name) + os.sep for name in _OWN_PACKAGES]
         self._excluded += [os.path.abspath(p) + os.sep for p in {sys.prefix, sys.base_prefix} if p]
         try:

@@ -1,7 +1,7 @@
 """The trace in the script's child processes: `mp.spawn` ranks, `mp.Process`, torchrun-style
 workers, any Python process the script starts.
 
-The root of the trace (porting_cli/trace_child.py) puts a folder holding `sitecustomize.py` at
+The root of the trace (porting_cli/runtime/trace_child.py) puts a folder holding `sitecustomize.py` at
 the front of PYTHONPATH and names its config in CONFIG_ENV, so every Python process started
 below it runs `bootstrap()` at start-up. That costs nothing until the process imports torch:
 then the target device is set up and the remap, the op recorder and the step limit are
@@ -35,7 +35,7 @@ import sys as _sys
 if _os.environ.get("NEURON_CHECK_TRACE_CONFIG"):
     _sys.path.append({package_parent!r})  # last: the user's own modules come first
     try:
-        from porting_cli.trace_rank import bootstrap as _bootstrap
+        from porting_cli.runtime.trace_rank import bootstrap as _bootstrap
     except Exception:  # a process that cannot import neuron-check runs untraced
         _bootstrap = None
     if _bootstrap is not None:
@@ -46,7 +46,8 @@ if _os.environ.get("NEURON_CHECK_TRACE_CONFIG"):
 def write_sitecustomize(folder: str) -> str:
     """Write the start-up hook into `folder`; returns the folder for PYTHONPATH."""
     os.makedirs(folder, exist_ok=True)
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # the folder holding the porting_cli package (this file is porting_cli/runtime/...)
+    parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as handle:
         handle.write(SITECUSTOMIZE.format(package_parent=parent))
     return folder
@@ -54,7 +55,7 @@ def write_sitecustomize(folder: str) -> str:
 
 def bootstrap(hook_file: str) -> None:
     """Run by sitecustomize in a descendant: trace it once torch has been imported."""
-    from porting_cli.trace_tree import die_with_parent
+    from porting_cli.runtime.trace_tree import die_with_parent
 
     die_with_parent()
     _chain_shadowed_sitecustomize(os.path.dirname(os.path.abspath(hook_file)))
@@ -107,8 +108,8 @@ class _AfterTorchImport(importlib.abc.MetaPathFinder):
 
 def start_tracing(config: dict[str, Any]) -> None:
     """Install device, remap, recorder and step limit for the rest of this process."""
-    from porting_cli.frames import UserFrames
-    from porting_cli.trace_record import RecordWriter, make_recorder, process_records_path
+    from porting_cli.runtime.frames import UserFrames
+    from porting_cli.runtime.trace_record import RecordWriter, make_recorder, process_records_path
 
     write = RecordWriter(process_records_path(config["records"]))
     try:
@@ -121,8 +122,8 @@ def start_tracing(config: dict[str, Any]) -> None:
         return
     import torch
 
-    from porting_cli.remap import remap_cuda
-    from porting_cli.remap_log import RemapLog
+    from porting_cli.runtime.remap import remap_cuda
+    from porting_cli.runtime.remap_log import RemapLog
 
     frames = UserFrames(config["script"], config.get("root"), config.get("display_base"))
     recorder = make_recorder(torch.device(target).type, frames, write)
@@ -144,7 +145,7 @@ def record_process_exceptions(trace: "ProcessTrace", frames: Any, in_spawned_chi
     catches the exception). The root must keep the real wrapper: it pickles it by name."""
     import multiprocessing.process
 
-    from porting_cli.trace_record import describe_exception
+    from porting_cli.runtime.trace_record import describe_exception
 
     def recording(call: Any) -> Any:
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -182,7 +183,7 @@ class ProcessTrace:
         self.steps = 0
 
     def install(self, max_steps: int) -> None:
-        from porting_cli.trace_record import install_step_limit, watch_slow_ops
+        from porting_cli.runtime.trace_record import install_step_limit, watch_slow_ops
 
         def on_step(n: int) -> None:
             self.steps = n
@@ -228,7 +229,7 @@ class ProcessTrace:
 
 def follow_forks(trace: ProcessTrace) -> None:
     """A forked child keeps the inherited tracing but writes its own records file."""
-    from porting_cli.trace_record import process_records_path
+    from porting_cli.runtime.trace_record import process_records_path
 
     def after_fork_in_child() -> None:
         trace.write.reopen(process_records_path(trace.records))
@@ -236,7 +237,7 @@ def follow_forks(trace: ProcessTrace) -> None:
         trace.log.counts.clear()
         trace.finished_in, trace.steps = None, 0
         trace.write("process", pid=os.getpid(), ppid=os.getppid(), how="fork", argv=[])
-        from porting_cli.trace_record import watch_slow_ops
+        from porting_cli.runtime.trace_record import watch_slow_ops
 
         watch_slow_ops(trace.recorder, trace.write)  # threads do not survive a fork
         import multiprocessing.util

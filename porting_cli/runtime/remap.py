@@ -1,6 +1,6 @@
 """Run a CUDA script on another device: remap `cuda` to the target, logging each call site.
 
-Used by the porting trace in its child process (porting_cli/trace_child.py). What is remapped,
+Used by the porting trace in its child process (porting_cli/runtime/trace_child.py). What is remapped,
 and how, so the behaviour is predictable:
 
 * device arguments of every torch call (a TorchFunctionMode): the keyword `device=` of
@@ -30,9 +30,9 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from porting_cli.frames import UserFrames
-from porting_cli.remap_libs import library_patches
-from porting_cli.remap_log import RemapLog, describe_device, is_cuda_device
+from porting_cli.runtime.frames import UserFrames
+from porting_cli.runtime.remap_libs import library_patches
+from porting_cli.runtime.remap_log import RemapLog, describe_device, is_cuda_device
 
 AUTOCAST_ARGS = ("dtype", "enabled", "cache_enabled")  # torch.amp.autocast's after device_type
 

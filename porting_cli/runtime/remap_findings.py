@@ -1,6 +1,6 @@
 """Call sites that ran on the target only because the trace remapped them, as report findings.
 
-Every user line the runtime remapped (porting_cli/remap.py logs them) becomes one finding of
+Every user line the runtime remapped (porting_cli/runtime/remap.py logs them) becomes one finding of
 the runtime rule NCRT1, "works by remap; fix: ...", so it counts in the verdict like a static
 finding. Where the static scan already reports the same line, the remap finding says so and
 is informational (severity `info`, effort `none`): the change is the static finding's, counted

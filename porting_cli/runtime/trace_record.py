@@ -1,7 +1,7 @@
 """What every traced process records: the JSON-lines writer, the op recorder, the slow-op watch.
 
-Used by the trace's root process (porting_cli/trace_child.py) and by each of its descendant
-Python processes (porting_cli/trace_rank.py). Each process appends to its own records file,
+Used by the trace's root process (porting_cli/runtime/trace_child.py) and by each of its descendant
+Python processes (porting_cli/runtime/trace_rank.py). Each process appends to its own records file,
 flushed line by line, so a process killed at any moment leaves what it learned behind.
 
 An op that has not returned after SLOW_OP_S is written as `op_running` (and `op_done` if it
