@@ -5,7 +5,8 @@ For each labelled script in `.scripts/` (see fetch.py) it runs
 
   recall       labelled CUDA-code lines with at least one finding on them
   at token     of those, lines where a finding's span covers the labelled token's column
-  false alarm  lines with a finding that are not labelled CUDA code
+  false alarm  lines with a finding that are not labelled CUDA code (nor `either`: a finding there
+               is acceptable, not required)
   prose        false-alarm lines that are labelled prose (comments, docstrings, messages, help)
   verdict      the tool says `blocked` exactly when the label says blocked
 
@@ -81,6 +82,7 @@ def score_script(tool: str, entry: dict, script: Path) -> ScriptScore:
         result.rules_at.setdefault(line, []).append(finding["rule"])
     labelled = {item["line"]: item.get("col") for item in entry["cuda"]}
     prose = set(entry["prose"])
+    either = set(entry.get("either", ()))
     for line, col in sorted(labelled.items()):
         if line not in spans:
             result.missed.append(line)
@@ -88,7 +90,7 @@ def score_script(tool: str, entry: dict, script: Path) -> ScriptScore:
         result.hit.append(line)
         if col is not None and any(start <= col < end for start, end in spans[line]):
             result.at_token += 1
-    result.false_alarms = sorted(set(spans) - set(labelled))
+    result.false_alarms = sorted(set(spans) - set(labelled) - either)
     result.prose_alarms = [line for line in result.false_alarms if line in prose]
     return result
 
