@@ -10,7 +10,8 @@ ROOT/<owner>+<name> (outside any worktree), then:
      feature_version=(3, 10))`, run on Python >= 3.11 so 3.12-only f-strings are refused too).
 
     python benchmarks/porting_corpus/projects.py --mirror /work/.mirror --root /work/corpus-repos
-    python benchmarks/porting_corpus/projects.py --mirror /work/.mirror --only ultralytics/yolov5 --keep
+    python benchmarks/porting_corpus/projects.py --mirror /work/.mirror --only ultralytics/yolov5
+    python benchmarks/porting_corpus/projects.py --mirror /work/.mirror --checkout /path/to/worktree
 
 Exit status 1 when a run ends without a report (exit 3, a traceback, no JSON) or a fixed file
 does not parse.
@@ -22,14 +23,14 @@ import argparse
 import ast
 import dataclasses
 import json
-import os
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from corpus import Tool, add_tool_options
 
 # (repository, commit): vision, detection, training frameworks, LLM training and serving,
 # diffusion, speech and audio, RL, kernels
@@ -49,7 +50,6 @@ PROJECTS = (
     ("huggingface/trl", "f2cd57710ae345ea6428ae95363267fcf38a3dc8"),
     ("state-spaces/mamba", "e9594ce1c732d97440f0332fdc43170a2294dbfa"),
 )
-DEFAULT_TOOL = f"{shlex.quote(sys.executable)} -m porting_cli"
 
 
 @dataclasses.dataclass
@@ -115,18 +115,12 @@ def python_files(tree: Path) -> list[Path]:
     return [p for p in tree.rglob("*.py") if p.is_file()]
 
 
-def run_tool(tool: str, target: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NEURON_CHECK_NO_CACHE": "1"}
-    return subprocess.run([*shlex.split(tool), str(target), "--static-only", *extra],
-                          capture_output=True, text=True, timeout=900, env=env)
-
-
-def scan_project(tool: str, run: ProjectRun, tree: Path) -> None:
+def scan_project(tool: Tool, run: ProjectRun, tree: Path) -> None:
     files = python_files(tree)
     run.py_files = len(files)
     run.py_lines = sum(p.read_bytes().count(b"\n") for p in files)
     start = time.perf_counter()
-    done = run_tool(tool, tree, "--format", "json")
+    done = tool.run(tree, "--format", "json")
     run.seconds = time.perf_counter() - start
     run.exit_code = done.returncode
     if done.returncode not in (0, 1):
@@ -143,10 +137,10 @@ def scan_project(tool: str, run: ProjectRun, tree: Path) -> None:
                         if row.get("error")]
 
 
-def fix_project(tool: str, run: ProjectRun, tree: Path, scratch: Path) -> None:
+def fix_project(tool: Tool, run: ProjectRun, tree: Path, scratch: Path) -> None:
     copy = scratch / tree.name
     shutil.copytree(tree, copy, symlinks=True)
-    done = run_tool(tool, copy, "--fix")
+    done = tool.run(copy, "--fix")
     if done.returncode not in (0, 1):
         run.problem = run.problem or f"--fix exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}"
     for orig in copy.rglob("*.py.orig"):
@@ -181,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirror", type=Path, required=True, help="git mirrors: MIRROR/<owner>+<name>/repo")
     parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()) / "neuron-check-projects",
                         help="where the trees are exported (outside any worktree)")
-    parser.add_argument("--tool", default=DEFAULT_TOOL, help="the neuron-check command (default: this Python's)")
+    add_tool_options(parser)
     parser.add_argument("--only", action="append", default=None, help="one repository (repeatable)")
     parser.add_argument("--no-fix", action="store_true", help="skip the --fix check")
     parser.add_argument("--json", type=Path, default=None, help="write the runs here")
     args = parser.parse_args(argv)
+    tool = Tool.from_args(args.tool, args.checkout)
+    print(f"tool: {tool.describe()}")
     runs = []
     for repo, commit in PROJECTS:
         if args.only and repo not in args.only:
@@ -198,10 +194,10 @@ def main(argv: list[str] | None = None) -> int:
             run.problem = f"not exported: {error}"
             runs.append(run)
             continue
-        scan_project(args.tool, run, tree)
+        scan_project(tool, run, tree)
         if not args.no_fix:
             with tempfile.TemporaryDirectory() as scratch:
-                fix_project(args.tool, run, tree, Path(scratch))
+                fix_project(tool, run, tree, Path(scratch))
         runs.append(run)
         print(f"{repo}: exit {run.exit_code}, {run.py_lines} lines in {run.seconds:.2f} s", file=sys.stderr)
     print_runs(runs)

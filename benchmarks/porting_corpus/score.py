@@ -13,7 +13,7 @@ For each labelled script in `.scripts/` (see fetch.py) it runs
     python benchmarks/porting_corpus/score.py --half dev
     python benchmarks/porting_corpus/score.py --half dev --details     # every miss and false alarm
     python benchmarks/porting_corpus/score.py --half dev --fix-check   # --fix output parses, no fixable left
-    python benchmarks/porting_corpus/score.py --tool "/path/.venv/bin/neuron-check"
+    python benchmarks/porting_corpus/score.py --checkout /path/to/worktree-of-a-branch
 
 Exit status 0 when every present script was scored, 1 when the tool failed on one.
 """
@@ -24,17 +24,14 @@ import argparse
 import ast
 import dataclasses
 import json
-import os
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from corpus import load_corpus, local_script
+from corpus import Tool, add_tool_options, load_corpus, local_script
 
-DEFAULT_TOOL = f"{shlex.quote(sys.executable)} -m porting_cli"
 
 
 @dataclasses.dataclass
@@ -55,21 +52,14 @@ class ScriptScore:
         return self.verdict is not None and (self.verdict == "blocked") == bool(self.entry["blocked"])
 
 
-def run_tool(tool: str, script: Path, *extra: str) -> subprocess.CompletedProcess:
-    # the scan cache is keyed on the scanner's own modules, not on data files a branch may add
-    env = {**os.environ, "NEURON_CHECK_NO_CACHE": "1"}
-    return subprocess.run([*shlex.split(tool), str(script), "--static-only", *extra],
-                          capture_output=True, text=True, timeout=300, env=env)
-
-
-def scan(tool: str, script: Path) -> dict:
-    done = run_tool(tool, script, "--format", "json")
+def scan(tool: Tool, script: Path) -> dict:
+    done = tool.run(script, "--format", "json", timeout=300)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
     return json.loads(done.stdout)
 
 
-def score_script(tool: str, entry: dict, script: Path) -> ScriptScore:
+def score_script(tool: Tool, entry: dict, script: Path) -> ScriptScore:
     result = ScriptScore(entry)
     try:
         report = scan(tool, script)
@@ -98,12 +88,12 @@ def score_script(tool: str, entry: dict, script: Path) -> ScriptScore:
     return result
 
 
-def fix_check(tool: str, script: Path) -> str | None:
+def fix_check(tool: Tool, script: Path) -> str | None:
     """Apply --fix to a copy: the result must parse under Python 3.10 and leave no fixable finding."""
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / script.name
         shutil.copyfile(script, copy)
-        done = run_tool(tool, copy, "--fix")
+        done = tool.run(copy, "--fix", timeout=300)
         if done.returncode not in (0, 1):
             return f"--fix exit {done.returncode}: {(done.stderr or done.stdout).strip()[-200:]}"
         try:
@@ -181,12 +171,14 @@ def print_details(scores: list[ScriptScore]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--half", choices=("dev", "held", "all"), default="dev")
-    parser.add_argument("--tool", default=DEFAULT_TOOL, help="the neuron-check command (default: this Python's)")
+    add_tool_options(parser)
     parser.add_argument("--only", default=None, help="score one script id")
     parser.add_argument("--details", action="store_true", help="list every miss, false alarm and wrong verdict")
     parser.add_argument("--fix-check", action="store_true", help="also apply --fix to a copy of each script")
     parser.add_argument("--json", type=Path, default=None, help="write the per-script scores here")
     args = parser.parse_args(argv)
+    tool = Tool.from_args(args.tool, args.checkout)
+    print(f"tool: {tool.describe()}")
     entries = [e for e in load_corpus() if e.get("labelled") and (args.half == "all" or e["half"] == args.half)
                and (args.only is None or e["id"] == args.only)]
     present = [(e, local_script(e)) for e in entries]
@@ -195,9 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     for entry, path in present:
         if path is None:
             continue
-        score = score_script(args.tool, entry, path)
+        score = score_script(tool, entry, path)
         if args.fix_check and not score.error:
-            score.fix_problem = fix_check(args.tool, path)
+            score.fix_problem = fix_check(tool, path)
         scores.append(score)
     print_table(scores, args.fix_check)
     print_summary(scores, args.fix_check)
