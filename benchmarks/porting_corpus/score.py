@@ -42,6 +42,7 @@ class ScriptScore:
     hit: list[int] = dataclasses.field(default_factory=list)
     missed: list[int] = dataclasses.field(default_factory=list)
     at_token: int = 0
+    off_token: list[int] = dataclasses.field(default_factory=list)  # hit lines whose findings miss the token
     false_alarms: list[int] = dataclasses.field(default_factory=list)
     prose_alarms: list[int] = dataclasses.field(default_factory=list)
     rules_at: dict[int, list[str]] = dataclasses.field(default_factory=dict)
@@ -83,6 +84,8 @@ def score_script(tool: Tool, entry: dict, script: Path) -> ScriptScore:
         result.hit.append(line)
         if col is not None and any(start <= col < end for start, end in spans[line]):
             result.at_token += 1
+        elif col is not None:
+            result.off_token.append(line)
     result.false_alarms = sorted(set(spans) - set(labelled) - either)
     result.prose_alarms = [line for line in result.false_alarms if line in prose]
     return result
@@ -153,13 +156,17 @@ def print_summary(scores: list[ScriptScore], show_fix: bool) -> None:
 
 def print_details(scores: list[ScriptScore]) -> None:
     for s in scores:
-        if s.error or not (s.missed or s.false_alarms or not s.verdict_ok):
+        if s.error or not (s.missed or s.false_alarms or s.off_token or not s.verdict_ok):
             continue
         e = s.entry
         text = (local_script(e) or Path()).read_text(encoding="utf-8").splitlines()
         print(f"\n## {e['id']}  ({e['repo']} {e['path']} @ {e['commit'][:12]})")
         for line in s.missed:
             print(f"  MISS  {line:4}: {text[line - 1].strip()[:110]}")
+        for line in s.off_token:
+            col = next(item["col"] for item in e["cuda"] if item["line"] == line)
+            print(f"  OFF   {line:4}: finding not at column {col + 1} (1-based): {text[line - 1].strip()[:90]}  "
+                  f"[{','.join(s.rules_at[line])}]")
         for line in s.false_alarms:
             kind = "PROSE" if line in s.prose_alarms else "FA   "
             print(f"  {kind} {line:4}: {text[line - 1].strip()[:110]}  [{','.join(s.rules_at[line])}]")
