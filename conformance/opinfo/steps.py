@@ -5,8 +5,10 @@
     run_reference   the op (and its gradients) on the CPU
     run_on_device   the op on the device, recorded; outputs brought back to the CPU
     compare_sample  the numerics rule with the float64 oracle (ulp statistics need it on every
-                    deterministic sample with a floating output), and the metadata /
-                    value-range checks for undefined and random outputs
+                    deterministic sample with a floating output) and, where the CPU's
+                    kernel alone would fail the device, the device's recorded op sequence
+                    replayed on the CPU (rule 6); the metadata / value-range checks for
+                    undefined and random outputs
     item_numerics   the ulp statistics of all samples together, judged once more (rule 5)
 
 Compile mode (conformance/opinfo/compiled.py) compiles the op once per item under a
@@ -25,6 +27,7 @@ import itertools
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy
@@ -84,12 +87,17 @@ class ItemTally:
     eager_agrees_with_cpu: bool | None = None  # compile mode, the first mismatching sample: eager's verdict
     identical_leaves: list = dataclasses.field(default_factory=list)  # bit-identical outputs with their oracle
     identical_elements: int = 0  # elements measured in bit-identical outputs so far
+    cpu_missing: str | None = None  # the CPU has no kernel in the dtype: the note saying so (rule 6)
 
 
 @dataclasses.dataclass
 class Reference:
     output: Any
     cotangents: list[torch.Tensor] | None  # backward: the fixed random cotangent per output
+    # The CPU has no kernel in the item's dtype: `output` is the float64 oracle (`oracle`)
+    # rounded into the dtype, and `cpu_missing` says what the CPU raised (rule 6).
+    oracle: Any = None
+    cpu_missing: str | None = None
 
 
 @dataclasses.dataclass
@@ -100,6 +108,9 @@ class DeviceRun:
     ops: dict[str, int] = dataclasses.field(default_factory=dict)  # this sample's aten ops
     failing_op: str | None = None
     comparison: Comparison | None = None  # set once the output is judged
+    # Eager mode: the device's recorded op sequence run again on the CPU (conformance/replay.py),
+    # on demand; None where nothing was recorded.
+    replay: Callable[[], Any] | None = None
 
 
 _NOTHING = contextlib.nullcontext()  # reentrant: stands in for the watch or recorder an item lacks
@@ -125,7 +136,7 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
         compiled=compiled, compile_backend=ctx.compile_backend if compiled else None, seed=ctx.config.seed, reference_inputs=options.reference_inputs,
         max_samples=options.max_samples, rtol=rtol, atol=atol, meta_only=meta_only,
         oracle_dtype=None if meta_only or kind == "undefined" else smp.oracle_dtype(dtype),
-        device_fn=device_fn, watch=watch, recorder=None if compiled else OpRecorder(device_type),
+        device_fn=device_fn, watch=watch, recorder=None if compiled else OpRecorder(device_type, keep_calls="references"),
         expect_rounding=options.expect_rounding,
     )
     return setup, ItemTally(kind=kind)
@@ -221,6 +232,10 @@ def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangent
     if tracker.ops:
         tally.fallbacks.update(tracker.ops)
     if run.error is None:
+        if recorder is not None and recorder.keep_calls and not setup.meta_only:
+            from conformance.opinfo.composite import replay_of
+
+            run.replay = replay_of(recorder.calls, out, setup.device_type)
         run.placement = chk.wrong_device(out, setup.device_type)
         run.output = out if setup.meta_only else smp.to_cpu(out, setup.adapter)
     return run
@@ -269,10 +284,12 @@ def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, untouched: bo
 
 
 def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref: Any, placement: str | None,
-                   oracle: Any = None) -> Comparison:
+                   oracle: Any = None, sequence: Any = None) -> Comparison:
     """Judge one sample. `oracle()` gives the float64 output: up front where the ulp statistics
     can measure the output (a floating tensor of a deterministic op), else only when the plain
-    check fails. Outputs equal to the CPU's bit for bit are measured once, in `item_numerics`."""
+    check fails. `sequence` (a DeviceSequence) is asked for only when the rule fails the
+    device against the CPU's kernel (rule 6). Outputs equal to
+    the CPU's bit for bit are measured once, in `item_numerics`."""
     if setup.meta_only or tally.kind == "undefined":
         result = chk.check_metadata(dev, ref)
         if result.ok and placement and not setup.meta_only:
@@ -292,7 +309,15 @@ def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref
             # With an expected rounding the lean is judged over the item only (`item_numerics`).
             result = compare(dev, ref, hi, rtol=setup.rtol, atol=setup.atol, bias_rule=setup.expect_rounding is None)
         if not result.ok and not measured and oracle is not None and result.rule != "structure":
-            result = compare(dev, ref, oracle(), rtol=setup.rtol, atol=setup.atol)
+            hi = oracle()
+            result = compare(dev, ref, hi, rtol=setup.rtol, atol=setup.atol)
+        if hi is not None and sequence is not None and tally.kind == "deterministic":
+            from conformance.opinfo import composite
+
+            if not result.ok and result.rule == "oracle":
+                result = composite.against_composite(setup, dev, ref, hi, sequence, result)
+            elif (result.ok or result.rule == "bias") and result.numerics is not None and result.numerics.leans():
+                result = composite.lean_against_composite(setup, dev, ref, hi, sequence, result)
         if not result.ok and (tally.kind == "random" or cpu_is_random(setup, tally, index, ref)):
             tally.checks.add("random-range")
             result = chk.check_random_range(dev, ref)
@@ -363,12 +388,20 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     try:
         reference = run_reference(setup, tally, sample)
     except Exception as exc:
-        return ReferenceFailed(shorten(f"CPU reference failed: {describe_exception(exc)}"))
+        from conformance.opinfo.composite import reference_from_oracle
+
+        reference = reference_from_oracle(setup, tally, sample, exc)
+        if reference is None:
+            return ReferenceFailed(shorten(f"CPU reference failed: {describe_exception(exc)}"))
     if reference == NO_GRAD:
         return NO_GRAD
     untouched = smp.tensor_versions(tensors) == versions
     if move_error is not None:
         return DeviceRun(error=move_error)
+    if reference.cpu_missing:
+        from conformance.opinfo.composite import cpu_missing_note
+
+        tally.cpu_missing = cpu_missing_note(setup, reference)
     run = run_on_device(setup, tally, dev_sample, reference.cotangents)
     if run.error is not None:
         retry = retry_with_cpu_arguments(setup, run.error, index, sample, untouched)
@@ -378,9 +411,16 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
         if run.error is not None:
             return run
     oracle = None
-    if setup.oracle_dtype is not None:
+    if reference.oracle is not None:
+        oracle = lambda: reference.oracle  # noqa: E731
+    elif setup.oracle_dtype is not None:
         oracle = lambda: oracle_output(setup, tally, sample, untouched, reference.cotangents)  # noqa: E731
-    run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle)
+    sequence = None
+    if run.replay is not None:
+        from conformance.opinfo.composite import DeviceSequence, rerun_with_snapshots
+
+        sequence = DeviceSequence(run.replay, lambda: rerun_with_snapshots(setup, dev_sample, reference.cotangents))
+    run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle, sequence)
     if setup.compiled and not setup.meta_only:
         from conformance.opinfo.compiled import check_against_eager
 
