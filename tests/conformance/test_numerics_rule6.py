@@ -9,6 +9,9 @@ injected in any primitive of it must still fail.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -25,7 +28,8 @@ TABLE_OPS = ("nn.functional.mish", "nn.functional.silu", "nn.functional.linear_c
              "nn.functional.linear_cross_entropy.chunked_none", "masked.prod", "as_strided.partial_views",
              "special.i1", "special.i1e")
 DTYPES = ("float32", "bfloat16", "float16")
-SIGMOID_FAULT = {"op": "aten.sigmoid.default", "kind": "scale", "value": 1.01}
+# The fault of the issue, in the profile docs/numerics-audit.md runs too.
+SIGMOID_PROFILE = Path(__file__).parent / "profiles" / "sigmoid_scale.json"
 # Every item of the table fails first at or before sample 23 without rule 6 (a fault-free sweep
 # runs all samples: benchmarks/numerics_audit.py); the cap keeps linear_cross_entropy's 161.
 MAX_SAMPLES = 24
@@ -111,7 +115,7 @@ def test_partial_views_error_is_not_hidden(ctx):
 
 
 def test_sigmoid_fault_in_mish_backward_is_a_mismatch(ctx, use_profile):
-    use_profile({"name": "sigmoid", "faults": [SIGMOID_FAULT]})
+    use_profile(json.loads(SIGMOID_PROFILE.read_text()))
     result = run(ctx, "nn.functional.mish", "backward", "bfloat16")
     assert result.status is Status.MISMATCH
     assert "primitive aten.sigmoid.default of the device's op sequence" in result.message
@@ -222,3 +226,12 @@ def test_second_reference_bounds_the_device_error():
     worse = (exact * (1 + 0.1 * torch.randn(256, generator=gen, dtype=torch.float64))).to(torch.bfloat16)
     failed = compare(worse, ref, exact, composite=composite)
     assert not failed.ok and "second bound" in failed.reason
+
+
+def test_random_range_is_that_of_every_cpu_draw():
+    from conformance.opinfo.checks import check_random_range
+
+    ref, other_draw = torch.tensor([0.0, 1.0, 2.0]), torch.tensor([0.0, 30.0, 1.0])
+    assert not check_random_range(torch.tensor([0.0, 40.0, 2.0]), ref).ok  # one draw: [0, 2] says little
+    assert check_random_range(torch.tensor([0.0, 40.0, 2.0]), ref, [other_draw]).ok
+    assert not check_random_range(torch.tensor([0.0, 400.0, 2.0]), ref, [other_draw]).ok
