@@ -26,9 +26,7 @@ from conformance.numerics.oracle import rounded_oracle
 from conformance.numerics.rule import numerics_against
 from conformance.opinfo import checks as chk
 from conformance.opinfo import samples as smp
-from conformance.opinfo.steps import (
-    COTANGENT_SEED_OFFSET, NO_GRAD, ItemSetup, ItemTally, Reference, call, grads,
-)
+from conformance.opinfo.item import COTANGENT_SEED_OFFSET, NO_GRAD, ItemSetup, ItemTally, Reference, call, grads
 from conformance.oprecord import OpRecorder
 from conformance.replay import replay
 from conformance.outcome import classify_exception, describe_exception
