@@ -168,7 +168,7 @@ def run_forward(model, inputs):
 
 
 SURROGATE_SEED = 1234
-SURROGATE_NOTE = "the model has no loss head: gradients of a fixed random projection of its outputs"
+SURROGATE_NOTE = "no loss from the model (a base model, or no labels made for its head): gradients of a fixed random projection of its outputs"
 
 
 def run_backward(model, inputs):
