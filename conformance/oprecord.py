@@ -1,12 +1,15 @@
 """Record which aten overloads run on a device, and which one raised.
 
 A TorchDispatchMode sees every aten call below autograd, for any backend, so
-one recorder serves every suite and the porting trace.
+one recorder serves every suite and the porting trace. Asked to (`keep_calls`), it also
+keeps every call with its arguments and outputs, so conformance/replay.py can run the
+device's own op sequence again on the CPU.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,29 +33,72 @@ def touches_device(args: Any, kwargs: Any, out: Any, device_type: str) -> bool:
     return False
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordedCall:
+    """One aten call as the device ran it. Kept by reference, `versions` holds the in-place
+    counter of each tensor argument before the call (by `tensor_key`), so a replay can tell
+    whether it still holds the value the call read. Kept as snapshots, `args`, `kwargs` and
+    `out` hold CPU copies of the device tensors as they were before and after the call."""
+
+    func: Any
+    args: tuple
+    kwargs: dict
+    out: Any
+    versions: dict[int, int]
+
+
+def tensor_key(t: torch.Tensor) -> int:
+    """The identity of a tensor's TensorImpl: the same for every Python object wrapping it."""
+    return t._cdata
+
+
+def _versions(args: Any, kwargs: Any) -> dict[int, int]:
+    found = {}
+    for t in pytree.tree_leaves((args, kwargs)):
+        if isinstance(t, torch.Tensor):
+            try:
+                found[tensor_key(t)] = t._version
+            except RuntimeError:  # inference tensors keep no version: a replay treats them as unversioned
+                pass
+    return found
+
+
 class OpRecorder(TorchDispatchMode):
     """Counts aten overloads that touch `device_type`; remembers the first that raised.
 
     `on_op(name, args, kwargs)` is an optional hook (the porting trace uses it
-    to attach source lines).
+    to attach source lines). `keep_calls`: also keep every call in `calls`, by reference
+    ("references": cheap, for conformance/replay.py) or as CPU copies of its device tensors
+    ("snapshots": each primitive's own inputs and outputs, for judging it alone).
     """
 
-    def __init__(self, device_type: str, on_op: Callable[[str, Any, Any], None] | None = None):
+    def __init__(self, device_type: str, on_op: Callable[[str, Any, Any], None] | None = None,
+                 keep_calls: str | None = None):
         super().__init__()
+        if keep_calls not in (None, "references", "snapshots"):
+            raise ValueError(f"keep_calls must be None, 'references' or 'snapshots', not {keep_calls!r}")
         self.device_type = device_type
         self.ops: Counter[str] = Counter()
         self.failing_op: str | None = None
         self.on_op = on_op
+        self.keep_calls = keep_calls
+        self.calls: list[RecordedCall] = []
 
     def reset(self) -> None:
         """Forget what was recorded, so one recorder serves many runs (one per sample)."""
         self.ops = Counter()
         self.failing_op = None
+        self.calls = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = op_name(func)
         on_device = touches_device(args, kwargs, None, self.device_type)
+        before = None
+        if self.keep_calls == "references":
+            before = _versions(args, kwargs)
+        elif self.keep_calls == "snapshots" and on_device:
+            before = self._snapshot((args, kwargs))
         try:
             out = func(*args, **kwargs)
         except BaseException:
@@ -61,9 +107,20 @@ class OpRecorder(TorchDispatchMode):
             raise
         if on_device or touches_device((), {}, out, self.device_type):
             self.ops[name] += 1
+            if self.keep_calls == "references":
+                self.calls.append(RecordedCall(func, args, kwargs, out, before))
+            elif self.keep_calls == "snapshots" and before is not None:
+                self.calls.append(RecordedCall(func, *before, self._snapshot(out), {}))
             if self.on_op is not None:
                 self.on_op(name, args, kwargs)
         return out
+
+    def _snapshot(self, tree: Any) -> Any:
+        def copy(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and value.device.type == self.device_type:
+                return value.detach().to("cpu", copy=True)
+            return value
+        return pytree.tree_map(copy, tree)
 
 
 @contextlib.contextmanager

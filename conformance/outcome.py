@@ -129,8 +129,8 @@ def result_for(item: WorkItem, observed: Observation, *, fallback: bool = False,
             fields["message"] = shorten(describe_exception(observed))
         elif isinstance(observed, (Missing, NotApplicable, ReferenceFailed, CompileRejected)):
             fields["message"] = shorten(observed.reason)
-        else:  # a Comparison: its reason says what failed
-            fields["message"] = shorten(observed.reason) if not observed.ok else None
+        else:  # a Comparison: its reason says what failed; a pass may carry a note (numerics rule 6)
+            fields["message"] = shorten(observed.reason if not observed.ok else observed.note) or None
     if isinstance(observed, CompileRejected) and not fields.get("failing_op"):
         fields["failing_op"] = observed.op
     return Result.for_item(item, status_of(observed, fallback=fallback), **fields)

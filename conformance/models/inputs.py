@@ -143,7 +143,10 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             task = "image-text-to-text"  # a vision-language model: image tokens must match its features
         else:
             inputs = _with_audio_tokens(model, config, signature_inputs(task, model, seed))
-            if labels and task.endswith("classification"):  # other heads' labels are structured
+            # Other heads' labels are structured; an audio frame classifier wants one label per
+            # feature frame, a count only its feature encoder knows: it is differentiated through
+            # the runner's surrogate loss instead.
+            if labels and task.endswith("classification") and task != "audio-frame-classification":
                 inputs["labels"] = _labels(task, inputs, seed)
             return inputs
     if task == "image-classification" and "input_ids" in params and image_token_id(config) is not None \

@@ -177,6 +177,9 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # size too); the checkpoints give one scale per level, here one at the backbone's stride.
     "lw_detr": {"backbone_config": {"num_windows": 4, "num_windows_side": 2}, "projector_scale_factors": [1.0]},
     "lw_detr_vit": {"num_windows": 4, "num_windows_side": 2},
+    # DETR's segmentation mask head group-normalises d_model + encoder heads channels in groups of
+    # 8: the tiny 32 + 4 = 36 does not divide, 32 + 8 does.
+    "detr": {"encoder_attention_heads": 8},
     # ALIGN compares its EfficientNet's pooled last-stage width (320 x width_coefficient) with the
     # text projection (projection_dim, 32): a tenth-width, single-depth tower makes them equal.
     "align": {"vision_config": {"width_coefficient": 0.1, "depth_coefficient": 1.0}},

@@ -167,12 +167,37 @@ def run_forward(model, inputs):
         return forward_outputs(model(**_forward_kwargs(model, inputs)))
 
 
+SURROGATE_SEED = 1234
+SURROGATE_NOTE = "no loss from the model (a base model, or no labels made for its head): gradients of a fixed random projection of its outputs"
+
+
 def run_backward(model, inputs):
+    """loss.backward() and every parameter gradient. A model without a loss head (a base model,
+    a backbone) is differentiated through a fixed random projection of what its forward is
+    judged on, the same on the CPU and the device (OpInfo's cotangents, in effect)."""
     model.zero_grad(set_to_none=True)
     out = model(**_forward_kwargs(model, inputs))
-    out.loss.backward()
+    loss = getattr(out, "loss", None)
+    surrogate = loss is None
+    if surrogate:
+        loss = surrogate_loss(forward_outputs(out))
+    loss.backward()
     grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
-    return {"loss": out.loss.detach(), "grads": grads}
+    return {"loss": loss.detach(), "grads": grads, "surrogate": surrogate}
+
+
+def surrogate_loss(outputs):
+    """sum(output * w) over the floating outputs, each w drawn on the CPU from a fixed seed (a
+    plain sum would cancel to nothing after a normalisation)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    generator = torch.Generator().manual_seed(SURROGATE_SEED)
+    terms = [(t.float() * torch.randn(t.shape, generator=generator).to(t.device)).sum()
+             for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
+    if not terms:
+        raise RuntimeError("the model has no loss head and no differentiable floating output")
+    return torch.stack(terms).sum()
 
 
 def run_generate(model, inputs, static_cache: bool = False):
@@ -318,6 +343,8 @@ def judge_grads(dev, ref, hi) -> Comparison:
     if worst is None:
         return Comparison(False, "structure", "the loss produced no parameter gradients on CPU", samples=0, passed=0)
     worst.samples, worst.passed = total, passed
+    if ref.get("surrogate"):
+        worst.note = "; ".join(n for n in (SURROGATE_NOTE, worst.note) if n)
     if not worst.ok:
         worst.reason = f"{total - passed}/{total} gradients differ; worst {worst_name}: {worst.reason}"
         worst.where = f"grad {worst_name}"

@@ -15,7 +15,7 @@ class Comparison:
     """Outcome of comparing one output (possibly a tuple of tensors)."""
 
     ok: bool
-    rule: str  # "exact", "allclose", "oracle", "bias", "structure", FP8: "fp8-steps", "error-bound"
+    rule: str  # "exact", "allclose", "oracle", "composite", "bias", "structure", "nonfinite", FP8: "fp8-steps", "error-bound"
     reason: str = ""
     max_abs_err: float | None = None
     max_rel_err: float | None = None
@@ -26,6 +26,9 @@ class Comparison:
     samples: int = 1  # how many samples (or gradients) this comparison covers
     passed: int | None = None  # how many of them passed; None: all when ok, else none
     numerics: ulp.Numerics | None = None  # ulp statistics vs the float64 oracle, when one was given
+    # A passing result's caveat a reader should see ("less accurate than the CPU kernel: ...",
+    # "the CPU overflowed ..."); conformance/outcome.py makes it the Result's message.
+    note: str = ""
 
     @property
     def samples_passed(self) -> int:
@@ -46,7 +49,18 @@ class Comparison:
             where=first_fail.where if not first_fail.ok else "",
             bound_ratio=larger(self.bound_ratio, other.bound_ratio),
             numerics=ulp.merge_numerics(self.numerics, other.numerics),
+            note=_merge_notes(self.note, other.note),
         )
+
+
+def _merge_notes(a: str, b: str) -> str:
+    """Each kind of note once: samples repeat a note with their own figures, so a part of the
+    same kind (same opening words) as one already kept is dropped."""
+    parts = [p for p in a.split("; ") if p] if a else []
+    for part in b.split("; ") if b else []:
+        if part and not any(kept[:24] == part[:24] for kept in parts):
+            parts.append(part)
+    return "; ".join(parts)
 
 
 def larger(a: float | None, b: float | None) -> float | None:
@@ -54,7 +68,7 @@ def larger(a: float | None, b: float | None) -> float | None:
     return max(values) if values else None
 
 
-_RULE_STRENGTH = ("structure", "exact", "allclose", "oracle", "bias", "fp8-steps", "error-bound")
+_RULE_STRENGTH = ("structure", "nonfinite", "exact", "allclose", "oracle", "composite", "bias", "fp8-steps", "error-bound")
 
 
 def _stronger(a: str, b: str) -> str:

@@ -15,6 +15,14 @@ same dtype (`ref`) and a float64 CPU oracle (`hi`):
 With an oracle, every floating result also carries ulp statistics of device and CPU
 (`conformance.numerics.ulp`), and an otherwise passing result is a MISMATCH when the
 device's errors lean systematically where the CPU's do not (rule 5, `ulp.BiasRule`).
+
+Rule 6: a correct implementation is never a MISMATCH. `composite` is the device's own op
+sequence replayed on the CPU in the same dtype (conformance/replay.py): where the device
+ran a decomposition or another low-precision algorithm than the CPU's kernel, rules 2 and
+3 are applied once more with that result as the reference, and a result within them passes
+with a note ("less accurate than the CPU kernel ..."); the replay runs the CPU's
+primitives, so a fault in any primitive of the device still fails. Inf and NaN the CPU and
+the device disagree on are settled by the oracle (`oracle.settle_nonfinite`).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from torch.utils import _pytree as pytree
 from conformance.numerics import ulp
 from conformance.numerics.comparison import Comparison, error_ratio, max_errors, rmse
 from conformance.numerics.fp8 import compare_bits
+from conformance.numerics.oracle import settle_nonfinite
 
 # (rtol, atol) of torch.testing.assert_close, by dtype.
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -46,6 +55,9 @@ FP8_DTYPES = frozenset(
 )
 HALF_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.complex32})
 SMALL_NUMEL = 10
+# Rule 6: how much worse than the device's own op sequence replayed on the CPU in the same
+# dtype a result may be (flash-attention's tests allow 2x a reference computed in the low dtype).
+COMPOSITE_MULTIPLIER = 2.0
 
 
 def tolerances(dtype: torch.dtype, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
@@ -72,11 +84,14 @@ def compare(
     atol: float | None = None,
     exact: bool = False,
     bias_rule: bool = True,
+    composite: Any = None,
 ) -> Comparison:
     """Judge `dev` (any device) against CPU `ref` and optional float64 oracle `hi`.
 
     `bias_rule=False` measures ulp statistics without judging them: for a caller that judges
-    them over many samples itself (OpInfo with an expected rounding)."""
+    them over many samples itself (OpInfo with an expected rounding). `composite`: the
+    device's own op sequence run on the CPU in the same dtype, the second reference of rule 6
+    (it counts only with an oracle)."""
     dev_leaves, dev_spec = pytree.tree_flatten(dev)
     ref_leaves, ref_spec = pytree.tree_flatten(ref)
     if dev_spec != ref_spec:
@@ -84,9 +99,12 @@ def compare(
     hi_leaves = pytree.tree_flatten(hi)[0] if hi is not None else [None] * len(ref_leaves)
     if len(hi_leaves) != len(ref_leaves):
         hi_leaves = [None] * len(ref_leaves)
+    composite_leaves = pytree.tree_flatten(composite)[0] if composite is not None else []
+    if len(composite_leaves) != len(ref_leaves):
+        composite_leaves = [None] * len(ref_leaves)
     total = Comparison(True, "exact")
-    for index, (d, r, h) in enumerate(zip(dev_leaves, ref_leaves, hi_leaves)):
-        result = compare_leaf(d, r, h, rtol=rtol, atol=atol, exact=exact, bias_rule=bias_rule)
+    for index, (d, r, h, c) in enumerate(zip(dev_leaves, ref_leaves, hi_leaves, composite_leaves)):
+        result = compare_leaf(d, r, h, rtol=rtol, atol=atol, exact=exact, bias_rule=bias_rule, composite=c)
         if not result.ok:
             result.leaf = index
             if len(ref_leaves) > 1:
@@ -95,7 +113,8 @@ def compare(
     return total
 
 
-def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, exact=False, bias_rule=True) -> Comparison:
+def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, exact=False, bias_rule=True,
+                 composite: Any = None) -> Comparison:
     if not isinstance(ref, torch.Tensor):
         return _compare_scalar(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
     if not isinstance(dev, torch.Tensor):
@@ -104,9 +123,12 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
         return Comparison(False, "structure", f"dtype {_dt(dev.dtype)} differs from CPU's {_dt(ref.dtype)}")
     if dev.shape != ref.shape:
         return Comparison(False, "structure", f"shape {tuple(dev.shape)} differs from CPU's {tuple(ref.shape)}")
+    if not (isinstance(composite, torch.Tensor) and composite.dtype == ref.dtype and composite.shape == ref.shape):
+        composite = None
     if dev.layout != torch.strided or ref.layout != torch.strided:
         dev, ref = dev.to_dense(), ref.to_dense()
         hi = hi.to_dense() if isinstance(hi, torch.Tensor) else hi
+        composite = composite.to_dense() if composite is not None else None
     dev = dev.detach().to("cpu")
     ref = ref.detach()
     if ref.dtype in FP8_DTYPES:
@@ -119,13 +141,33 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
         dev, ref = torch.view_as_real(dev.resolve_conj()), torch.view_as_real(ref.resolve_conj())
         if isinstance(hi, torch.Tensor) and hi.is_complex():
             hi = torch.view_as_real(hi.resolve_conj())
-    result = _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact)
-    return _with_numerics(result, dev, ref, hi, judge=bias_rule and not exact)
+        composite = torch.view_as_real(composite.resolve_conj()) if composite is not None else None
+    result = _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact, composite=composite)
+    # Passing by the second reference, the device's lean is weighed against that reference's.
+    peer = composite.detach().to("cpu") if result.rule == "composite" else ref
+    return _with_numerics(result, dev, peer, hi, judge=bias_rule and not exact)
+
+
+def numerics_against(dev: Any, peer: Any, hi: Any) -> ulp.Numerics | None:
+    """ulp statistics of `dev` with `peer` in the CPU's place: rule 5 weighs a device that runs
+    its own op sequence against that sequence on the CPU (rule 6), not against the CPU's kernel."""
+    total = None
+    for d, p, h in zip(pytree.tree_leaves(dev), pytree.tree_leaves(peer), pytree.tree_leaves(hi)):
+        if not all(isinstance(t, torch.Tensor) and t.layout == torch.strided for t in (d, p, h)) \
+                or d.shape != p.shape or p.shape != h.shape or d.dtype != p.dtype or p.numel() == 0:
+            continue
+        if p.is_complex():
+            d, p, h = (torch.view_as_real(t.detach().resolve_conj()) for t in (d, p, h))
+        if p.dtype not in ulp.rounding_dtypes():
+            continue
+        measured = ulp.Numerics.of(d.detach().cpu().double(), p.detach().double(), h.detach().double(), p.dtype)
+        total = ulp.merge_numerics(total, measured)
+    return total
 
 
 def _with_numerics(result: Comparison, dev, ref, hi, judge: bool) -> Comparison:
     """Attach ulp statistics (rule 5) and turn a PASS into a MISMATCH when the device leans."""
-    if result.rule == "structure" or not isinstance(hi, torch.Tensor) or hi.shape != ref.shape \
+    if result.rule in ("structure", "nonfinite") or not isinstance(hi, torch.Tensor) or hi.shape != ref.shape \
             or ref.dtype not in ulp.rounding_dtypes() or ref.numel() == 0:
         return result
     result.numerics = ulp.Numerics.of(dev.double(), ref.double(), hi.detach().double(), ref.dtype)
@@ -133,23 +175,20 @@ def _with_numerics(result: Comparison, dev, ref, hi, judge: bool) -> Comparison:
     return dataclasses.replace(result, ok=False, rule="bias", reason=reason) if reason else result
 
 
-def _compare_float(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
+def _compare_float(dev, ref, hi, *, rtol, atol, exact, composite=None) -> Comparison:
     if ref.numel() == 0:
         return Comparison(True, "exact", "", 0.0, 0.0)
     dev64, ref64 = dev.double(), ref.double()
-    nan_dev, nan_ref = dev64.isnan(), ref64.isnan()
-    if not torch.equal(nan_dev, nan_ref):
-        where = _first_index(nan_dev ^ nan_ref)
-        return Comparison(False, "structure", f"NaN positions differ (first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)})")
-    inf_dev = dev64.isinf()
-    if not torch.equal(inf_dev, ref64.isinf()) or not torch.equal(dev64[inf_dev], ref64[inf_dev]):
-        where = _first_index((inf_dev ^ ref64.isinf()) | (inf_dev & (dev64 != ref64)))
-        return Comparison(False, "structure", f"Inf positions differ (first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)})")
-    finite = ~(nan_ref | ref64.isinf())
+    hi64 = hi.detach().double() if isinstance(hi, torch.Tensor) and hi.shape == ref.shape else None
+    note = ""
+    if hi64 is not None and not exact:
+        ref64, note = settle_nonfinite(dev64, ref64, hi64, ref.dtype)
+    failed = _nonfinite_difference(dev64, ref64)
+    if failed is not None:
+        return failed
+    finite = ref64.isfinite()
     max_abs, max_rel = max_errors(dev64[finite], ref64[finite])
-    ratio = None
-    if isinstance(hi, torch.Tensor) and hi.shape == ref.shape:
-        ratio = error_ratio(dev64[finite], ref64[finite], hi.detach().double()[finite])
+    ratio = None if hi64 is None else error_ratio(dev64[finite], ref64[finite], hi64[finite])
     if exact:
         ok = torch.equal(dev64[finite], ref64[finite])
         return Comparison(ok, "exact", "" if ok else _first_difference(dev64, ref64), max_abs, max_rel, ratio)
@@ -157,15 +196,22 @@ def _compare_float(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
     close = (dev64 - ref64).abs() <= a + r * ref64.abs()
     close |= ~finite
     if bool(close.all()):
-        return Comparison(True, "allclose", "", max_abs, max_rel, ratio)
-    if isinstance(hi, torch.Tensor) and hi.shape == ref.shape:
-        hi64 = hi.detach().double()[finite]
+        return Comparison(True, "allclose", "", max_abs, max_rel, ratio, note=note)
+    if hi64 is not None:
+        hi64 = hi64[finite]
         dev_err = rmse(dev64[finite], hi64)
         ref_err = rmse(ref64[finite], hi64)
-        bound = multiplier(ref.dtype, ref.numel()) * ref_err + atol_floor(ref.dtype)
+        m = multiplier(ref.dtype, ref.numel())
+        bound = m * ref_err + atol_floor(ref.dtype)
         if dev_err <= bound:
-            return Comparison(True, "oracle", "", max_abs, max_rel, ratio)
+            return Comparison(True, "oracle", "", max_abs, max_rel, ratio, note=note)
         oracle_note = f"; rmse vs float64 oracle {dev_err:.3g} > bound {bound:.3g} (CPU's {ref_err:.3g})"
+        second = _composite_bound(dev_err, ref_err, composite, finite, hi64, ref.dtype, m)
+        if second is not None and second[0]:
+            words = _join(second[1], note)
+            return Comparison(True, "composite", "", max_abs, max_rel, ratio, note=words)
+        if second is not None:
+            oracle_note += f"; {second[1]}"
     else:
         oracle_note = "; no float64 oracle"
     where = _first_index(~close)
@@ -176,6 +222,43 @@ def _compare_float(dev, ref, hi, *, rtol, atol, exact) -> Comparison:
         + oracle_note
     )
     return Comparison(False, "oracle", reason, max_abs, max_rel, ratio)
+
+
+def _nonfinite_difference(dev64: torch.Tensor, ref64: torch.Tensor) -> Comparison | None:
+    """Rule 1 for NaN and Inf: the places (and signs of Inf) must agree."""
+    nan_dev, nan_ref = dev64.isnan(), ref64.isnan()
+    if not torch.equal(nan_dev, nan_ref):
+        where = _first_index(nan_dev ^ nan_ref)
+        return Comparison(False, "nonfinite", f"NaN positions differ (first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)})")
+    inf_dev, inf_ref = dev64.isinf(), ref64.isinf()
+    if not torch.equal(inf_dev, inf_ref) or not torch.equal(dev64[inf_dev], ref64[inf_dev]):
+        where = _first_index((inf_dev ^ inf_ref) | (inf_dev & (dev64 != ref64)))
+        return Comparison(False, "nonfinite", f"Inf positions differ (first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)})")
+    return None
+
+
+def _composite_bound(dev_err: float, ref_err: float, composite: torch.Tensor | None, finite: torch.Tensor,
+                     hi64: torch.Tensor, dtype: torch.dtype, m: float) -> tuple[bool, str] | None:
+    """(passes, words) for rule 6's second bound, or None without a usable second reference."""
+    if composite is None:
+        return None
+    comp64 = composite.detach().to("cpu").double()[finite]
+    if not bool(comp64.isfinite().all()):
+        return None
+    comp_err = rmse(comp64, hi64)
+    if comp_err <= ref_err:
+        return None  # the device's sequence is no less accurate than the CPU's kernel: nothing to excuse
+    bound = COMPOSITE_MULTIPLIER * comp_err + atol_floor(dtype)
+    times = lambda err: f"{err / ref_err:.1f}x" if ref_err > 0 else "inf x"  # noqa: E731
+    if dev_err <= bound:
+        return True, (f"less accurate than the CPU kernel: composite implementation, {times(dev_err)} its error "
+                      f"(the device's own op sequence run on the CPU in {_dt(dtype)}: {times(comp_err)})")
+    return False, (f"the device's own op sequence run on the CPU in {_dt(dtype)}: rmse {comp_err:.3g}, "
+                   f"second bound {bound:.3g}")
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _compare_scalar(dev, ref, hi, *, rtol, atol, exact) -> Comparison:

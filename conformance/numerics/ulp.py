@@ -322,6 +322,13 @@ class Numerics:
         return (f"rounding looks like {ROUNDING_WORDS[rounding]} where the CPU rounds to nearest even "
                 f"({self.device.tz_differ:,} deciding elements of {self.device.n:,})")
 
+    def leans(self) -> bool:
+        """Does the device's mean error reach the bias threshold at all (before the tests of
+        significance and of the CPU's own lean)? A mean over samples is within theirs, so a
+        sample that does not lean cannot make its item lean."""
+        rule = BIAS_RULES.get(getattr(torch, self.dtype, None), DEFAULT_BIAS_RULE)
+        return max(abs(self.device.bias), abs(self.device.magnitude_bias)) > rule.threshold_ulp
+
     def bias_reason(self) -> str | None:
         rule = BIAS_RULES.get(getattr(torch, self.dtype, None), DEFAULT_BIAS_RULE)
         dev, cpu = self.device, self.cpu

@@ -148,16 +148,21 @@ FEW_DRAWS = 32
 FEW_DRAWS_WIDENING = 4.0  # a standard normal's single draw near 0 still allows about +-4 sigma
 
 
-def check_random_range(dev: Any, ref: Any) -> Comparison:
+def check_random_range(dev: Any, ref: Any, more_draws: list[Any] = ()) -> Comparison:
     """Metadata, plus: no NaN/Inf the CPU did not produce, values inside the CPU's range
-    widened by its width (a draw from the same distribution lands there)."""
+    widened by its width (a draw from the same distribution lands there). `more_draws`: the
+    CPU's outputs under other seeds; the range is that of all its draws together."""
     meta = check_metadata(dev, ref)
     if not meta.ok:
         return meta
+    draws = [pytree.tree_leaves(d) for d in more_draws]
     for index, (d, r) in enumerate(zip(pytree.tree_leaves(dev), pytree.tree_leaves(ref))):
         if not isinstance(r, torch.Tensor) or r.numel() == 0 or r.is_complex():
             continue
-        d64, r64 = d.detach().double(), r.detach().double()
+        d64 = d.detach().double()
+        r64 = torch.cat([r.detach().double().reshape(-1)] + [
+            leaves[index].detach().double().reshape(-1) for leaves in draws
+            if index < len(leaves) and isinstance(leaves[index], torch.Tensor) and leaves[index].shape == r.shape])
         if bool((~d64.isfinite()).any()) and not bool((~r64.isfinite()).any()):
             return Comparison(False, "structure", f"output {index} has NaN/Inf where the CPU's has none", leaf=index)
         finite_r = r64[r64.isfinite()]
@@ -166,7 +171,7 @@ def check_random_range(dev: Any, ref: Any) -> Comparison:
             continue
         lo, hi = float(finite_r.min()), float(finite_r.max())
         width = max(hi - lo, abs(lo), abs(hi), 1.0)
-        if finite_r.numel() < FEW_DRAWS:  # a handful of CPU draws says little about the range
+        if finite_r.numel() < FEW_DRAWS:  # a handful of CPU values says little about the range
             width *= FEW_DRAWS_WIDENING
         if float(finite_d.min()) < lo - width or float(finite_d.max()) > hi + width:
             return Comparison(False, "structure",

@@ -134,6 +134,11 @@ def _fold(item: WorkItem, setup: steps.ItemSetup, tally: steps.ItemTally, sample
         observed = ref_failure
     else:
         observed = judged
+    if tally.cpu_missing:  # rule 6: no CPU kernel in the dtype, judged against the oracle
+        if isinstance(observed, Comparison):
+            observed = dataclasses.replace(observed, note="; ".join(n for n in (tally.cpu_missing, observed.note) if n))
+        if message is not None:
+            message = f"{message}; {tally.cpu_missing if error is None else 'the CPU has no kernel in this dtype either'}"
     total = tally.total or Comparison(True, "exact")
     fields: dict[str, Any] = dict(
         samples=ran, samples_passed=passed, first_failure=shorten(first_failure, 400), failing_op=failing_op,

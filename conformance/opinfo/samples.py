@@ -7,6 +7,7 @@ that writes its input in place cannot reach the reference.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -31,6 +32,8 @@ def transform_sample(sample: Any, tensor_fn, dtype_map: dict[torch.dtype, torch.
         return value
 
     def tree(value: Any) -> Any:
+        if dtype_map and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return _widened_options(value, dtype_map)
         if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
             mapped = [tree(v) for v in value]
             return type(value)(mapped) if not hasattr(value, "_fields") else type(value)(*mapped)
@@ -44,6 +47,21 @@ def transform_sample(sample: Any, tensor_fn, dtype_map: dict[torch.dtype, torch.
     return type(sample)(tree(sample.input), args=tree(sample.args), kwargs=kwargs,
                         output_process_fn_grad=sample.output_process_fn_grad,
                         broadcasts_input=sample.broadcasts_input, name=sample.name)
+
+
+def _widened_options(options: Any, dtype_map: dict[torch.dtype, torch.dtype]) -> Any:
+    """An options object (F.linear_cross_entropy's) with its floating dtype fields (an
+    accumulation dtype) widened to the oracle's dtype too: an oracle accumulates exactly."""
+    wide = next(iter(dtype_map.values()))
+    if not wide.is_floating_point:
+        return options
+    changes = {f.name: wide for f in dataclasses.fields(options) if f.init
+               and isinstance(getattr(options, f.name), torch.dtype) and getattr(options, f.name).is_floating_point
+               and getattr(options, f.name).itemsize < wide.itemsize}
+    try:
+        return dataclasses.replace(options, **changes) if changes else options
+    except Exception:  # an options class that refuses the change keeps its own
+        return options
 
 
 def to_device(sample: Any, device: str, stay_on_cpu: frozenset[int] = frozenset(), adapter: Any = None):

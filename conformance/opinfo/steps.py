@@ -5,8 +5,10 @@
     run_reference   the op (and its gradients) on the CPU
     run_on_device   the op on the device, recorded; outputs brought back to the CPU
     compare_sample  the numerics rule with the float64 oracle (ulp statistics need it on every
-                    deterministic sample with a floating output), and the metadata /
-                    value-range checks for undefined and random outputs
+                    deterministic sample with a floating output) and, where the CPU's
+                    kernel alone would fail the device, the device's recorded op sequence
+                    replayed on the CPU (rule 6); the metadata / value-range checks for
+                    undefined and random outputs
     item_numerics   the ulp statistics of all samples together, judged once more (rule 5)
 
 Compile mode (conformance/opinfo/compiled.py) compiles the op once per item under a
@@ -19,12 +21,9 @@ fixed per item.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import random
-import time
-from collections import Counter
 from typing import Any
 
 import numpy
@@ -32,82 +31,15 @@ import torch
 
 from conformance.numerics import Comparison, compare, ulp
 from conformance.opinfo import checks as chk
+from conformance.opinfo import composite
 from conformance.opinfo import samples as smp
+from conformance.opinfo.item import (  # noqa: F401  (re-exported: the steps' vocabulary)
+    _NOTHING, COTANGENT_SEED_OFFSET, IDENTICAL_ELEMENTS_MEASURED, NO_GRAD, RANDOMNESS_PROBE_SEED_OFFSET,
+    DeviceRun, ItemSetup, ItemTally, Reference, call, grads, synchronize,
+)
 from conformance.oprecord import OpRecorder
 from conformance.outcome import ReferenceFailed, describe_exception
 from op_db.records import shorten
-
-COTANGENT_SEED_OFFSET = 1
-RANDOMNESS_PROBE_SEED_OFFSET = 7919
-
-
-@dataclasses.dataclass
-class ItemSetup:
-    """What is fixed for every sample of one item."""
-
-    op: Any  # the OpInfo
-    dtype: torch.dtype
-    device: str
-    device_type: str
-    adapter: Any  # conformance.backends.BackendAdapter
-    backward: bool
-    compiled: bool
-    compile_backend: str | None  # compile mode: the torch.compile backend
-    seed: int
-    reference_inputs: bool
-    max_samples: int | None
-    rtol: float | None
-    atol: float | None
-    meta_only: bool
-    oracle_dtype: torch.dtype | None  # None: the item's outputs get no float64 oracle
-    device_fn: Any  # the op, or its torch.compile'd wrapper
-    watch: Any = None  # compile mode: the item's conformance.compiling.watch.CompileWatch
-    # Eager mode: the one aten-op recorder of the item, entered around each sample's device run
-    # (reset each time); None in compile mode, where nothing is recorded.
-    recorder: OpRecorder | None = None
-    expect_rounding: str | None = None  # OpsOptions.expect_rounding: judged over the whole item
-
-
-@dataclasses.dataclass
-class ItemTally:
-    """What the samples of one item add up to."""
-
-    kind: str  # "deterministic", "random" (may be found out on the way) or "undefined"
-    aten_ops: Counter = dataclasses.field(default_factory=Counter)
-    fallbacks: Counter = dataclasses.field(default_factory=Counter)
-    op_time: float = 0.0
-    total: Comparison | None = None
-    checks: set[str] = dataclasses.field(default_factory=set)
-    probed: bool = False  # the CPU-randomness probe runs at most once per item
-    vs_eager: Comparison | None = None  # compile mode: compiled outputs against eager on the device
-    eager_failed: int = 0  # compile mode: samples whose eager run on the device raised
-    eager_agrees_with_cpu: bool | None = None  # compile mode, the first mismatching sample: eager's verdict
-    identical_leaves: list = dataclasses.field(default_factory=list)  # bit-identical outputs with their oracle
-    identical_elements: int = 0  # elements measured in bit-identical outputs so far
-
-
-@dataclasses.dataclass
-class Reference:
-    output: Any
-    cotangents: list[torch.Tensor] | None  # backward: the fixed random cotangent per output
-
-
-@dataclasses.dataclass
-class DeviceRun:
-    output: Any = None  # on the CPU (meta: as the device left it)
-    placement: str | None = None  # why an output is not on the device, if one is not
-    error: BaseException | None = None
-    ops: dict[str, int] = dataclasses.field(default_factory=dict)  # this sample's aten ops
-    failing_op: str | None = None
-    comparison: Comparison | None = None  # set once the output is judged
-
-
-_NOTHING = contextlib.nullcontext()  # reentrant: stands in for the watch or recorder an item lacks
-# Bit-identical samples measure the CPU's rounding on both sides, so they cannot make the bias
-# rule fire; past this many of their elements per item the oracle is not worth its cost.
-IDENTICAL_ELEMENTS_MEASURED = 256
-NO_GRAD = "no-grad"  # a backward sample with nothing differentiable: not counted
-
 
 def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, ctx: Any, options: Any) -> tuple[ItemSetup, ItemTally]:
     """Everything per item, once: tolerances, the device callable, the oracle's dtype."""
@@ -125,7 +57,7 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
         compiled=compiled, compile_backend=ctx.compile_backend if compiled else None, seed=ctx.config.seed, reference_inputs=options.reference_inputs,
         max_samples=options.max_samples, rtol=rtol, atol=atol, meta_only=meta_only,
         oracle_dtype=None if meta_only or kind == "undefined" else smp.oracle_dtype(dtype),
-        device_fn=device_fn, watch=watch, recorder=None if compiled else OpRecorder(device_type),
+        device_fn=device_fn, watch=watch, recorder=None if compiled else OpRecorder(device_type, keep_calls="references"),
         expect_rounding=options.expect_rounding,
     )
     return setup, ItemTally(kind=kind)
@@ -150,38 +82,6 @@ def seed_sample_makers(seed: int) -> None:
     torch.default_generator.manual_seed(seed)
     random.seed(seed)
     numpy.random.seed(seed)
-
-
-def call(setup: ItemSetup, tally: ItemTally, fn: Any, sample: Any) -> Any:
-    """`fn` on the sample, timed into the item's op time."""
-    started = time.perf_counter()
-    try:
-        return sample.output_process_fn_grad(fn(sample.input, *sample.args, **sample.kwargs))
-    finally:
-        tally.op_time += time.perf_counter() - started
-
-
-def grads(tally: ItemTally, out: Any, sample: Any, cotangents: list[torch.Tensor]) -> tuple:
-    """Gradients of the sample's differentiable inputs for the fixed cotangents, timed."""
-    outs = smp.differentiable_outputs(out)
-    if len(outs) != len(cotangents):
-        raise RuntimeError(f"{len(outs)} differentiable outputs where the CPU had {len(cotangents)}")
-    grads_out = [c.to(device=o.device, dtype=o.dtype) for c, o in zip(cotangents, outs)]
-    started = time.perf_counter()
-    try:
-        return torch.autograd.grad(outs, smp.grad_inputs(sample), grads_out, allow_unused=True)
-    finally:
-        tally.op_time += time.perf_counter() - started
-
-
-def synchronize(setup: ItemSetup, tally: ItemTally) -> None:
-    """Wait for the device, timed into the item's op time: on an asynchronous backend the
-    calls above only queue kernels, and their run time is spent here."""
-    started = time.perf_counter()
-    try:
-        setup.adapter.synchronize()
-    finally:
-        tally.op_time += time.perf_counter() - started
 
 
 def run_reference(setup: ItemSetup, tally: ItemTally, sample: Any) -> Reference | str:
@@ -221,6 +121,8 @@ def run_on_device(setup: ItemSetup, tally: ItemTally, dev_sample: Any, cotangent
     if tracker.ops:
         tally.fallbacks.update(tracker.ops)
     if run.error is None:
+        if recorder is not None and recorder.keep_calls and not setup.meta_only:
+            run.replay = composite.replay_of(recorder.calls, out, setup.device_type)
         run.placement = chk.wrong_device(out, setup.device_type)
         run.output = out if setup.meta_only else smp.to_cpu(out, setup.adapter)
     return run
@@ -269,10 +171,12 @@ def oracle_output(setup: ItemSetup, tally: ItemTally, sample: Any, untouched: bo
 
 
 def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref: Any, placement: str | None,
-                   oracle: Any = None) -> Comparison:
+                   oracle: Any = None, sequence: Any = None) -> Comparison:
     """Judge one sample. `oracle()` gives the float64 output: up front where the ulp statistics
     can measure the output (a floating tensor of a deterministic op), else only when the plain
-    check fails. Outputs equal to the CPU's bit for bit are measured once, in `item_numerics`."""
+    check fails. `sequence` (a DeviceSequence) is asked for only when the rule fails the
+    device against the CPU's kernel (rule 6). Outputs equal to
+    the CPU's bit for bit are measured once, in `item_numerics`."""
     if setup.meta_only or tally.kind == "undefined":
         result = chk.check_metadata(dev, ref)
         if result.ok and placement and not setup.meta_only:
@@ -292,10 +196,18 @@ def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref
             # With an expected rounding the lean is judged over the item only (`item_numerics`).
             result = compare(dev, ref, hi, rtol=setup.rtol, atol=setup.atol, bias_rule=setup.expect_rounding is None)
         if not result.ok and not measured and oracle is not None and result.rule != "structure":
-            result = compare(dev, ref, oracle(), rtol=setup.rtol, atol=setup.atol)
+            hi = oracle()
+            result = compare(dev, ref, hi, rtol=setup.rtol, atol=setup.atol)
+        if hi is not None and sequence is not None and tally.kind == "deterministic":
+            if not result.ok and result.rule == "oracle":
+                result = composite.against_composite(setup, dev, ref, hi, sequence, result)
+            elif (result.ok or result.rule == "bias") and result.numerics is not None and result.numerics.leans():
+                result = composite.lean_against_composite(setup, dev, ref, hi, sequence, result)
         if not result.ok and (tally.kind == "random" or cpu_is_random(setup, tally, index, ref)):
             tally.checks.add("random-range")
             result = chk.check_random_range(dev, ref)
+            if not result.ok and not setup.backward:  # one CPU draw says little of a small output's range
+                result = chk.check_random_range(dev, ref, cpu_draws(setup, tally, index))
             if result.ok and placement:
                 result = Comparison(False, "structure", placement)
     tally.total = result if tally.total is None else tally.total.merge(result)
@@ -340,6 +252,26 @@ def cpu_is_random(setup: ItemSetup, tally: ItemTally, index: int, ref: Any) -> b
     return True
 
 
+CPU_DRAWS = 16
+
+
+def cpu_draws(setup: ItemSetup, tally: ItemTally, index: int, count: int = CPU_DRAWS) -> list[Any]:
+    """The sample's CPU output under `count` other seeds: with the reference, the range a
+    correct backend's own draw falls in (a few dropout survivors scaled by 1/(1-p) spread
+    widely from draw to draw). [] when the sample cannot be made or run again."""
+    draws = []
+    try:
+        with torch.random.fork_rng(devices=[]):
+            sample = make_samples(setup)[index]
+            for k in range(count):
+                torch.default_generator.manual_seed(setup.seed + RANDOMNESS_PROBE_SEED_OFFSET + 1 + k)
+                with _random_ops_as_compiled(setup):
+                    draws.append(call(setup, tally, setup.op, sample))
+    except Exception:
+        return []
+    return draws
+
+
 def _random_ops_as_compiled(setup: ItemSetup) -> Any:
     if not setup.compiled:
         return _NOTHING
@@ -363,12 +295,16 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     try:
         reference = run_reference(setup, tally, sample)
     except Exception as exc:
-        return ReferenceFailed(shorten(f"CPU reference failed: {describe_exception(exc)}"))
+        reference = composite.reference_from_oracle(setup, tally, sample, exc)
+        if reference is None:
+            return ReferenceFailed(shorten(f"CPU reference failed: {describe_exception(exc)}"))
     if reference == NO_GRAD:
         return NO_GRAD
     untouched = smp.tensor_versions(tensors) == versions
     if move_error is not None:
         return DeviceRun(error=move_error)
+    if reference.cpu_missing:
+        tally.cpu_missing = composite.cpu_missing_note(setup, reference)
     run = run_on_device(setup, tally, dev_sample, reference.cotangents)
     if run.error is not None:
         retry = retry_with_cpu_arguments(setup, run.error, index, sample, untouched)
@@ -378,9 +314,14 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
         if run.error is not None:
             return run
     oracle = None
-    if setup.oracle_dtype is not None:
+    if reference.oracle is not None:
+        oracle = lambda: reference.oracle  # noqa: E731
+    elif setup.oracle_dtype is not None:
         oracle = lambda: oracle_output(setup, tally, sample, untouched, reference.cotangents)  # noqa: E731
-    run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle)
+    sequence = None
+    if run.replay is not None:
+        sequence = composite.DeviceSequence(run.replay, lambda: composite.rerun_with_snapshots(setup, dev_sample, reference.cotangents))
+    run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle, sequence)
     if setup.compiled and not setup.meta_only:
         from conformance.opinfo.compiled import check_against_eager
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from op_db.records import FAILING
+from op_db.records import FAILING, Status
 from op_db.text import cut
 from reports.claims import text_rows as claims_text_rows
 from reports.model import Matrix, Report
@@ -116,6 +116,15 @@ def _render(report: Report, tablefmt: str, heading) -> str:
         ["item", "status", "failing op", *(["first divergent module"] if located else []), "message"],
     )
     _more(out, failures)
+
+    # Passing results with a caveat (numerics rule 6: less accurate than the CPU kernel through a
+    # composite implementation, the CPU overflowed, no CPU kernel in the dtype, a surrogate loss).
+    noted = [r for r in report.results if r.status in (Status.PASS, Status.FALLBACK) and r.message]
+    if noted:
+        out.append(heading(f"Passed with a note ({len(noted)})"))
+        table([[r.item.test_id, r.status.value, _cut(r.message, 140)] for r in noted[:LIST_LIMIT]],
+              ["item", "status", "note"])
+        _more(out, noted)
 
     if report.rounding:
         out.append(heading("Rounding (op x dtype: how the device rounds into the dtype)"))
