@@ -3,7 +3,11 @@
 A ``@triton.jit`` function is one change with its decorator: its body (``tl.*`` calls, the
 ``tl.constexpr`` annotations of its header) is not reported line by line. A launch,
 ``kernel[grid](...)``, is: the kernel is a ``@triton.jit`` function of the file, or a name bound
-from ``triton.JITFunction(...)`` or from a local function that returns a kernel.
+from ``triton.JITFunction(...)`` or from a local function that returns a kernel; a kernel that
+``torch.library.wrap_triton(kernel)[grid](...)`` wraps; or an imported name (``from .ops import
+kernel``, ``ops.kernel``) subscripted by something that reads as a launch grid (a tuple, a lambda,
+a name or call that says grid or cdiv), since a plain imported function cannot be subscripted
+and a table of functions (``ACT2FN[name](x)``) is indexed by a key, not by a grid.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import ast
 from .nodes import qualname
 
 JIT = frozenset({"triton.jit", "triton.autotune", "triton.heuristics", "torch.library.triton_op"})
+WRAPPERS = frozenset({"torch.library.wrap_triton", "torch._higher_order_ops.triton_kernel_wrap.wrap_triton"})
 
 
 class TritonSites:
@@ -31,6 +36,10 @@ class TritonSites:
                         break
         factories = {name for name, fn in functions.items() if name not in kernels and _makes_kernel(fn, kernels, aliases)}
         self.launchable = set(kernels)
+        self.aliases = aliases
+        # Every name an import binds, relative imports (`from .ops import kernel`) included.
+        self.imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+                         if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 callee = qualname(node.value.func, aliases) or ""
@@ -42,7 +51,28 @@ class TritonSites:
 
     def is_launch(self, call: ast.Call) -> bool:
         func = call.func
-        return isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in self.launchable
+        if not isinstance(func, ast.Subscript):
+            return False
+        kernel = func.value
+        if isinstance(kernel, ast.Name) and kernel.id in self.launchable:
+            return True
+        if isinstance(kernel, ast.Call) and qualname(kernel.func, self.aliases) in WRAPPERS:
+            return True
+        return self._imported(kernel) and _reads_as_grid(func.slice)
+
+    def _imported(self, node: ast.AST) -> bool:
+        """A name an import bound, or an attribute of an imported module."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in self.imported
+
+
+def _reads_as_grid(index: ast.AST) -> bool:
+    if isinstance(index, (ast.Tuple, ast.Lambda)):
+        return True
+    words = [n.id for n in ast.walk(index) if isinstance(n, ast.Name)]
+    words += [n.attr for n in ast.walk(index) if isinstance(n, ast.Attribute)]
+    return any("grid" in w.lower() or w == "cdiv" for w in words)
 
 
 def _makes_kernel(fn: ast.AST, kernels: set[str], aliases: dict[str, str]) -> bool:

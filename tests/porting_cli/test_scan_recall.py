@@ -294,3 +294,16 @@ def test_naming_bitsandbytes_config_does_not_block_building_one_does():
     assert [(f.rule_id, f.line) for f in imported] == [("NC905", 3)] and not RULES_BY_ID["NC905"].blocks
     built = scan_source("from transformers import BitsAndBytesConfig\nq = BitsAndBytesConfig(load_in_4bit=True)\n")
     assert [f.rule_id for f in built.findings] == ["NC905", "NC902", "NC902"] and RULES_BY_ID["NC902"].blocks
+
+
+def test_launches_of_imported_and_wrapped_kernels_are_reported_and_tables_of_functions_are_not():
+    source = ("import torch\nfrom .ops import add_kernel\nfrom . import ops\n"
+              "from transformers.activations import ACT2FN\n"
+              "def run(x, n, name):\n"
+              "    grid = (n,)\n"
+              "    add_kernel[grid](x)\n"
+              "    ops.mul_kernel[lambda meta: (n,)](x)\n"
+              "    torch.library.wrap_triton(add_kernel)[grid](x)\n"
+              "    y = ACT2FN[name](x)\n"
+              "    return HANDLERS[(name, n)](y)\n")
+    assert rules_by_line(source) == {7: ["NC702"], 8: ["NC702"], 9: ["NC702"]}
