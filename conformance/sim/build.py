@@ -20,12 +20,14 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import shlex
 import shutil
 import sys
 import sysconfig
 import tempfile
 from pathlib import Path
 from types import ModuleType
+from typing import Callable
 
 from op_db.errors import InputError
 
@@ -57,14 +59,19 @@ def build_key() -> str:
     return digest.hexdigest()[:20]
 
 
-def load() -> ModuleType:
-    """The extension module, built first if this machine has no cached copy."""
-    library = cache_root() / build_key() / f"{NAME}.so"
+def library_path() -> Path:
+    return cache_root() / build_key() / f"{NAME}.so"
+
+
+def load(build: Callable[[Path], None] | None = None) -> ModuleType:
+    """The extension module, built first (by `build`, given the path the library must end
+    at; compiling by default) if this machine has no cached copy."""
+    library = library_path()
     if not library.exists():
         library.parent.mkdir(parents=True, exist_ok=True)
         with _locked(library.parent / "build.lock"):
             if not library.exists():
-                _build(library)
+                (build or _build)(library)
     return _import(library)
 
 
@@ -89,7 +96,9 @@ def _locked(path: Path):
 
 
 def compiler() -> str | None:
-    return shutil.which(os.environ.get("CXX") or "c++")
+    """The C++ compiler cpp_extension will run ($CXX, else c++), if it exists."""
+    command = shlex.split(os.environ.get("CXX") or "c++")
+    return shutil.which(command[0]) if command else None
 
 
 def _build(library: Path) -> None:

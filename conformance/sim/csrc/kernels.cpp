@@ -1,11 +1,12 @@
 // The kernels sim registers natively: tensor creation, storage and metadata (views, resize,
-// set_), copies and scalar reads. Every other op reaches the Python fallback (fallback.py),
+// set_), copies and transfers, scalar reads. Every other op reaches the Python fallback (fallback.py),
 // which runs it on CPU views of the same memory.
 #include "runtime.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/resize_native.h>
@@ -89,6 +90,12 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 at::Tensor as_cpu(const at::Tensor& t) { return t.device().type() == kSim ? cpu_view(t) : t; }
 
+at::Tensor& copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  at::Tensor target = as_cpu(self);
+  at::native::copy_(target, as_cpu(src), non_blocking);
+  return self;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   at::Tensor target = as_cpu(dst);
   at::native::copy_(target, as_cpu(self), non_blocking);
@@ -126,6 +133,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", set_tensor);
   m.impl("set_", set_empty);
   m.impl("_copy_from", copy_from);
+  // Transfers stay in C++ (the harness moves every sample both ways); `_to_copy` is ATen's
+  // own composite (allocate, then copy_), registered here so the fallback does not take it.
+  m.impl("copy_", copy);
+  m.impl("_to_copy", at::native::_to_copy);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
 }
