@@ -1,9 +1,14 @@
-"""The embedded stand-in device `sim`: a CPU-backed PrivateUse1 backend with coverage profiles.
+"""The embedded stand-in device `sim`: a native, CPU-backed PrivateUse1 backend with coverage profiles.
+
+The C++ runtime (csrc/, built and cached by build.py) registers the allocator, device guard,
+streams, events, generators, hooks and the native kernels when it is loaded; fallback.py runs
+every other aten op on CPU views of sim memory, with the active profile applied (faults.py).
 
 Public API::
 
-    register()                      rename PrivateUse1 to "sim", register torch.sim, hooks,
-                                    tensor/module methods and the CPU fallback (idempotent)
+    register()                      load the runtime, rename PrivateUse1 to "sim", register
+                                    torch.sim, tensor/module/storage methods, the fallback and
+                                    autocast (idempotent)
     load_profile(path_or_dict)      -> SimProfile (raises op_db.errors.InputError)
     set_profile(profile_or_None), active_profile()
     fallback_log(), reset_fallback_log()

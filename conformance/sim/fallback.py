@@ -88,7 +88,7 @@ def run(func, args, kwargs):
 
     flat, spec = tree_flatten((args, kwargs))
     cpu_flat, in_dtypes, sims = [], set(), []
-    cpu_big, to_sim, generator = False, None, None
+    cpu_big, to_sim, generator, named_index = False, None, None, None
     for x in flat:
         if isinstance(x, torch.Tensor):
             if x.device.type == DEVICE:
@@ -101,6 +101,7 @@ def run(func, args, kwargs):
             is_sim = x.type == DEVICE
             to_sim = is_sim if to_sim is None else (to_sim or is_sim)
             if is_sim:
+                named_index = x.index if named_index is None else named_index
                 x = _CPU
         elif isinstance(x, torch.dtype):
             in_dtypes.add(x)
@@ -125,8 +126,9 @@ def run(func, args, kwargs):
         wide_args, wide_kwargs = tree_unflatten([faults.widened(x) for x in cpu_flat], spec)
         recompute = lambda: func(*wide_args, **wide_kwargs)  # noqa: E731
 
+    index = _device_index(sims, named_index)
     if info.seeded or generator is not None:
-        lib.enter_rng(generator if generator is not None else lib.default_generator(_device_index(sims)))
+        lib.enter_rng(generator if generator is not None else lib.default_generator(index))
         try:
             out = func(*cargs, **ckwargs)
         finally:
@@ -149,7 +151,6 @@ def run(func, args, kwargs):
             views = [_is_view(o, sims) for o in outs]
             outs = faults.after(profile, name, dtypes, outs, views, recompute)
 
-    index = _device_index(sims)
     results = []
     for i, o in enumerate(outs):
         kind, where = returns[i] if i < len(returns) else ("other", None)
@@ -166,8 +167,9 @@ def run(func, args, kwargs):
     return results[0] if single else tuple(results)
 
 
-def _device_index(sims) -> int:
-    index = sims[0].device.index if sims else None
+def _device_index(sims, named: int | None) -> int:
+    """The device an op runs on: its first sim tensor's, else the sim device it names."""
+    index = sims[0].device.index if sims else named
     return native().current_device() if index is None else index
 
 

@@ -167,3 +167,18 @@ def test_inference_mode_forward_and_as_strided_backward(sim_device):
         if device == "cpu":
             expected = grads
     assert torch.equal(grads, expected)
+
+
+def test_devices_come_from_the_profile_and_each_has_its_generator(use_profile):
+    use_profile({"devices": 2})
+    assert torch.sim.device_count() == torch.accelerator.device_count() == 2
+    x = torch.arange(4.0).to("sim:1")
+    assert x.device == torch.device("sim", 1) and (x * 2).device == torch.device("sim", 1)
+    torch.manual_seed(11)  # seeds every device
+    first = [torch.randn(3, device=f"sim:{i}").cpu() for i in (0, 1)]
+    assert torch.equal(first[0], first[1])
+    torch.sim.manual_seed(11)  # the current device only
+    assert torch.equal(torch.randn(3, device="sim:0").cpu(), first[0])
+    assert not torch.equal(torch.randn(3, device="sim:1").cpu(), first[1])
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.empty(1, device="sim:2")
