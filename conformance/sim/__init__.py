@@ -7,8 +7,8 @@ every other aten op on CPU views of sim memory, with the active profile applied 
 Public API::
 
     register()                      load the runtime, rename PrivateUse1 to "sim", register
-                                    torch.sim, tensor/module/storage methods, the fallback and
-                                    autocast (idempotent)
+                                    torch.sim, tensor/module/storage methods, the fallback,
+                                    autocast and the `sim` c10d backend (idempotent)
     load_profile(path_or_dict)      -> SimProfile (raises op_db.errors.InputError)
     set_profile(profile_or_None), active_profile()
     fallback_log(), reset_fallback_log()
@@ -67,7 +67,7 @@ def register() -> None:
         return
     import torch
 
-    from . import autocast, device_module, fallback, native
+    from . import autocast, c10d, device_module, fallback, native
 
     native.module()  # builds the C++ runtime on first use; loading it registers the device
 
@@ -87,6 +87,7 @@ def register() -> None:
         )
     fallback.install()
     autocast.install()
+    c10d.register()  # as a real backend registers its process-group backend when imported
     env = os.environ.get(ENV_PROFILE)
     if env:
         set_profile(load_profile(env))
