@@ -16,7 +16,7 @@ as sim tensors:
 from __future__ import annotations
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten
 
 from . import faults
 from .dynamo_skip import skip_recursively
@@ -79,6 +79,47 @@ def _arg(args, kwargs, pos, name, kwarg_only):
     return kwargs.get(name)
 
 
+class _Scan:
+    """What `run` learns while it turns an op's sim arguments into CPU views."""
+
+    __slots__ = ("lib", "sims", "in_dtypes", "cpu_big", "to_sim", "generator", "named_index")
+
+    def __init__(self, lib):
+        self.lib, self.sims, self.in_dtypes = lib, [], set()
+        self.cpu_big, self.to_sim, self.generator, self.named_index = False, None, None, None
+
+    def leaf(self, x):
+        if isinstance(x, torch.Tensor):
+            if x.device.type == DEVICE:
+                self.sims.append(x)
+                self.in_dtypes.add(x.dtype)
+                return self.lib.cpu_view(x)
+            if x.dim() > 0 and x.device.type == "cpu":
+                self.cpu_big = True
+        elif isinstance(x, torch.device):
+            is_sim = x.type == DEVICE
+            self.to_sim = is_sim if self.to_sim is None else (self.to_sim or is_sim)
+            if is_sim:
+                self.named_index = x.index if self.named_index is None else self.named_index
+                return _CPU
+        elif isinstance(x, torch.dtype):
+            self.in_dtypes.add(x)
+        elif isinstance(x, torch.Generator) and x.device.type == DEVICE:
+            self.generator = x
+            return None
+        return x
+
+
+def _map_args(fn, args, kwargs):
+    """`fn` applied to every argument of an aten call (its lists of tensors included: aten
+    schemas nest no deeper), without pytree's generality, which costs more than the op."""
+
+    def one(v):
+        return type(v)(fn(e) for e in v) if isinstance(v, (list, tuple)) else fn(v)
+
+    return tuple(one(v) for v in args), {k: one(v) for k, v in kwargs.items()}
+
+
 def run(func, args, kwargs):
     info = _SCHEMAS.get(func)
     if info is None:
@@ -86,31 +127,12 @@ def run(func, args, kwargs):
     profile = faults.active_profile()
     lib = native()
 
-    flat, spec = tree_flatten((args, kwargs))
-    cpu_flat, in_dtypes, sims = [], set(), []
-    cpu_big, to_sim, generator, named_index = False, None, None, None
-    for x in flat:
-        if isinstance(x, torch.Tensor):
-            if x.device.type == DEVICE:
-                sims.append(x)
-                in_dtypes.add(x.dtype)
-                x = lib.cpu_view(x)
-            elif x.dim() > 0 and x.device.type == "cpu":
-                cpu_big = True
-        elif isinstance(x, torch.device):
-            is_sim = x.type == DEVICE
-            to_sim = is_sim if to_sim is None else (to_sim or is_sim)
-            if is_sim:
-                named_index = x.index if named_index is None else named_index
-                x = _CPU
-        elif isinstance(x, torch.dtype):
-            in_dtypes.add(x)
-        elif isinstance(x, torch.Generator) and x.device.type == DEVICE:
-            generator, x = x, None
-        cpu_flat.append(x)
+    scan = _Scan(lib)
+    cargs, ckwargs = _map_args(scan.leaf, args, kwargs)
+    sims, in_dtypes, to_sim = scan.sims, scan.in_dtypes, scan.to_sim
     if to_sim is None:
         to_sim = True
-    if sims and cpu_big and info.base_name not in _CPU_ARGS_OK:
+    if sims and scan.cpu_big and info.base_name not in _CPU_ARGS_OK:
         raise RuntimeError(
             "Expected all tensors to be on the same device, but found at least two devices, "
             f"{DEVICE}:0 and cpu! (when checking argument for {faults.c10_op_name(func)})"
@@ -119,14 +141,14 @@ def run(func, args, kwargs):
     if profile is not None:
         faults.before(profile, func, name)
         faults.check_dtypes(profile, in_dtypes if to_sim else (x.dtype for x in sims))
-    cargs, ckwargs = tree_unflatten(cpu_flat, spec)
     recompute = None
     if profile is not None and faults.has_faults(profile) and faults.wants_recompute(profile, name):
         # Widened copies now: an in-place op is about to overwrite its inputs.
-        wide_args, wide_kwargs = tree_unflatten([faults.widened(x) for x in cpu_flat], spec)
+        wide_args, wide_kwargs = _map_args(faults.widened, cargs, ckwargs)
         recompute = lambda: func(*wide_args, **wide_kwargs)  # noqa: E731
 
-    index = _device_index(sims, named_index)
+    index = _device_index(sims, scan.named_index)
+    generator = scan.generator
     if info.seeded or generator is not None:
         lib.enter_rng(generator if generator is not None else lib.default_generator(index))
         try:
