@@ -68,10 +68,20 @@ def load(build: Callable[[Path], None] | None = None) -> ModuleType:
     at; compiling by default) if this machine has no cached copy."""
     library = library_path()
     if not library.exists():
-        library.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(library.parent / "build.lock"):
+        try:
+            library.parent.mkdir(parents=True, exist_ok=True)
+            lock = _locked(library.parent / "build.lock")
+            lock.__enter__()
+        except OSError as exc:
+            raise InputError(
+                f"The sim device's build cache {str(library.parent)!r} is not writable ({exc.strerror}): "
+                f"point ${CACHE_ENV} at a folder you can write."
+            ) from None
+        try:
             if not library.exists():
                 (build or _build)(library)
+        finally:
+            lock.__exit__(None, None, None)
     return _import(library)
 
 
