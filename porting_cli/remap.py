@@ -71,17 +71,33 @@ class DeviceRemapMode(TorchFunctionMode):
                 self.log(f"{name}(pin_memory=True) -> pin_memory=False ({self.device_type} has no pinned memory)")
                 kwargs["pin_memory"] = False
         changed = []
+        args = self._index_to_target(func, name, args)
+        if _is_index(kwargs.get("device")):
+            kwargs["device"] = f"cuda:{kwargs['device']}"  # a bare index names a CUDA device here
         if is_cuda_device(kwargs.get("device")):
             changed.append(describe_device(kwargs["device"]))
             kwargs["device"] = self.target
         if any(is_cuda_device(a) for a in args):
             changed += [describe_device(a) for a in args if is_cuda_device(a)]
+            if func is torch.device and len(args) > 1:  # torch.device("cuda", rank): the index collapses too
+                changed[0], args = ", ".join(map(repr, args)), args[:1]
             args = tuple(self.target if is_cuda_device(a) else a for a in args)
         if changed and func is torch.device:
             self.log(f"torch.device({changed[0]}) -> {self.target!r}")
         elif changed:
             self.log(f"{name}(device={changed[0]}) -> {self.target!r}")
         return func(*args, **kwargs)
+
+    def _index_to_target(self, func, name: str, args: tuple) -> tuple:
+        """`.to(rank)` in a CUDA script names CUDA device `rank`: it collapses onto the target."""
+        position = 1 if func is torch.Tensor.to else 0 if name == "Module.to" else None
+        if position is None or len(args) <= position or not _is_index(args[position]):
+            return args
+        return (*args[:position], f"cuda:{args[position]}", *args[position + 1:])
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _target_call(module: Any, name: str, default: Callable[..., Any]) -> Callable[..., Any]:

@@ -13,14 +13,28 @@ from typing import Any, Callable
 import torch
 
 
+class _OnTarget(type):
+    """A stand-in class for torch.cuda.Event / torch.cuda.Stream: calling it makes the target's
+    device-generic object, and `isinstance` (which library code asks of torch.cuda's classes)
+    recognises those objects on the target."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls.generic) and getattr(obj, "device", None) is not None and \
+            torch.device(obj.device).type == cls.device_type
+
+
+def _stand_in(name: str, generic: type, device_type: str, make: Callable[..., Any]) -> type:
+    return _OnTarget(name, (), {"generic": generic, "device_type": device_type, "__new__": make})
+
+
 def stream_patches(device_type: str, log: Callable[..., None]) -> list[tuple[Any, str, Any]]:
     """(owner, name, replacement) for torch.cuda's stream and event API."""
 
-    def event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+    def event(cls: type, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
         log(f"torch.cuda.Event -> torch.Event({device_type!r})")
         return torch.Event(device_type, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
-    def stream(device: Any = None, priority: int = 0, **_kwargs: Any) -> torch.Stream:
+    def stream(cls: type, device: Any = None, priority: int = 0, **_kwargs: Any) -> torch.Stream:
         log(f"torch.cuda.Stream -> torch.Stream({device_type!r})")
         return torch.Stream(device=device_type, priority=priority)
 
@@ -41,6 +55,7 @@ def stream_patches(device_type: str, log: Callable[..., None]) -> list[tuple[Any
         finally:
             torch.accelerator.set_stream(previous)
 
-    return [(torch.cuda, "Event", event), (torch.cuda, "Stream", stream),
+    return [(torch.cuda, "Event", _stand_in("Event", torch.Event, device_type, event)),
+            (torch.cuda, "Stream", _stand_in("Stream", torch.Stream, device_type, stream)),
             (torch.cuda, "current_stream", current_stream), (torch.cuda, "default_stream", current_stream),
             (torch.cuda, "stream", use_stream)]
