@@ -72,10 +72,6 @@ def join_world(adapter: Any, store: Any, place: RankPlace, timeout_s: float) -> 
     which the references run."""
     import torch.distributed as dist
 
-    if adapter.name == "sim":
-        from conformance.sim import c10d
-
-        c10d.register()
     timeout = timedelta(seconds=timeout_s)
     dist.init_process_group(backend=backend_for(adapter), store=store, rank=place.rank,
                             world_size=place.world_size, timeout=timeout)

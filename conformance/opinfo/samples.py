@@ -77,7 +77,10 @@ def to_device(sample: Any, device: str, stay_on_cpu: frozenset[int] = frozenset(
         copy_to = copy if target == device else _plain_copy
         if not t.requires_grad:
             return _copy_with_base(t, target, copy_to)
-        return copy_to(t.detach(), target).requires_grad_(True)
+        # The new leaf keeps the view's place in its base: autograd's formulas for views
+        # (as_strided's backward) read that geometry.
+        base = t._base.detach() if t._base is not None else None
+        return _copy_with_base(t.detach(), target, copy_to, base).requires_grad_(True)
     return transform_sample(sample, move, device=device)
 
 
@@ -85,10 +88,11 @@ def _plain_copy(t: torch.Tensor, target: str) -> torch.Tensor:
     return t.to(target, copy=True)
 
 
-def _copy_with_base(t: torch.Tensor, target: str, copy=_plain_copy) -> torch.Tensor:
-    """Copy `t`; a view of a larger contiguous base carries the whole base, so ops that read
-    storage outside the view (as_strided.partial_views) see the same memory as on the CPU."""
-    base = t._base
+def _copy_with_base(t: torch.Tensor, target: str, copy=_plain_copy, base: torch.Tensor | None = None) -> torch.Tensor:
+    """Copy `t`; a view of a larger contiguous base (`t._base` unless given) carries the whole
+    base, so ops that read storage outside the view (as_strided.partial_views) see the same
+    memory as on the CPU."""
+    base = t._base if base is None else base
     if base is None or not base.is_contiguous() or t.layout != torch.strided:
         return copy(t, target)
     moved = copy(base, target)

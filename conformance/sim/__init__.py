@@ -1,9 +1,14 @@
-"""The embedded stand-in device `sim`: a CPU-backed PrivateUse1 backend with coverage profiles.
+"""The embedded stand-in device `sim`: a native, CPU-backed PrivateUse1 backend with coverage profiles.
+
+The C++ runtime (csrc/, built and cached by build.py) registers the allocator, device guard,
+streams, events, generators, hooks and the native kernels when it is loaded; fallback.py runs
+every other aten op on CPU views of sim memory, with the active profile applied (faults.py).
 
 Public API::
 
-    register()                      rename PrivateUse1 to "sim", register torch.sim, hooks,
-                                    tensor/module methods and the CPU fallback (idempotent)
+    register()                      load the runtime, rename PrivateUse1 to "sim", register
+                                    torch.sim, tensor/module/storage methods, the fallback,
+                                    autocast and the `sim` c10d backend (idempotent)
     load_profile(path_or_dict)      -> SimProfile (raises op_db.errors.InputError)
     set_profile(profile_or_None), active_profile()
     fallback_log(), reset_fallback_log()
@@ -62,7 +67,9 @@ def register() -> None:
         return
     import torch
 
-    from . import accelerator, autocast, device_module, tensor
+    from . import autocast, c10d, device_module, fallback, native
+
+    native.module()  # builds the C++ runtime on first use; loading it registers the device
 
     current = torch._C._get_privateuse1_backend_name()
     if current != DEVICE:
@@ -74,15 +81,16 @@ def register() -> None:
         torch.utils.rename_privateuse1_backend(DEVICE)
     if not hasattr(torch, DEVICE):
         torch._register_device_module(DEVICE, device_module.make_module())
-    device_module.register_hooks()
     if not hasattr(torch.Tensor, DEVICE):
         torch.utils.generate_methods_for_privateuse1_backend(
-            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=False
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    tensor.install_fallback()
+    fallback.install()
     autocast.install()
-    accelerator.install()
+    c10d.register()  # as a real backend registers its process-group backend when imported
     env = os.environ.get(ENV_PROFILE)
     if env:
         set_profile(load_profile(env))
+    else:
+        native.apply_profile(active_profile())
     _registered = True

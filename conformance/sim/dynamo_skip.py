@@ -1,10 +1,10 @@
 """Keep torch.compile out of the sim device's own machinery.
 
 Dynamo compiles every Python frame it sees while a compiled region is being traced or run,
-unless the code lives in torch itself. The sim device is Python code that the dispatcher and
-the device guard call back into (``__torch_dispatch__``, the PrivateUse1 kernels, the guard's
-``type_``). Left alone, dynamo tries to compile those frames, graph-breaks inside the
-subclass's own machinery, and can fail outright. A real backend's kernels are C++ and are
+unless the code lives in torch itself. The sim device's fallback and autocast policy are
+Python code that the dispatcher calls back into (the PrivateUse1 and AutocastPrivateUse1
+kernels). Left alone, dynamo tries to compile those frames, graph-breaks inside the device's
+own machinery, and can fail outright. A real backend's kernels are C++ and are
 never traced; marking these code objects "skip, recursively" gives sim the same property.
 
 The marking goes through the C-level frame-strategy API, so registering sim does not import

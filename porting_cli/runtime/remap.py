@@ -12,10 +12,12 @@ and how, so the behaviour is predictable:
   `empty_cache`, `memory_*`, `is_bf16_supported`, `get_device_name`) answer for the target;
 * `torch.cuda.amp.autocast`, `torch.autocast("cuda")`, `torch.cuda.amp.GradScaler` and
   `torch.amp.GradScaler("cuda")` use the target's device type; if the target cannot run
-  autocast at all, autocast is disabled and the log says so.
+  autocast at all, autocast is disabled and the log says so;
+* `torch.cuda.Event`, `torch.cuda.Stream`, `torch.cuda.current_stream` / `default_stream` and
+  `torch.cuda.stream(...)` use the target's device-generic events and streams (remap_streams.py).
 
 Not remapped (the static scan reports them): `torch.device("cuda")` objects compared with
-`tensor.device`, `tensor.is_cuda`, CUDA streams, events and graphs, `torch.Generator("cuda")`,
+`tensor.device`, `tensor.is_cuda`, CUDA graphs, `torch.Generator("cuda")`,
 NCCL process groups, device capabilities. Each remap is logged once per (call site, what) with a
 count; calls made from library code rather than the user's files are logged with no site.
 """
@@ -33,6 +35,7 @@ from torch.overrides import TorchFunctionMode
 from porting_cli.runtime.frames import UserFrames
 from porting_cli.runtime.remap_libs import library_patches
 from porting_cli.runtime.remap_log import RemapLog, describe_device, is_cuda_device
+from porting_cli.runtime.remap_streams import stream_patches
 
 AUTOCAST_ARGS = ("dtype", "enabled", "cache_enabled")  # torch.amp.autocast's after device_type
 
@@ -68,17 +71,33 @@ class DeviceRemapMode(TorchFunctionMode):
                 self.log(f"{name}(pin_memory=True) -> pin_memory=False ({self.device_type} has no pinned memory)")
                 kwargs["pin_memory"] = False
         changed = []
+        args = self._index_to_target(func, name, args)
+        if _is_index(kwargs.get("device")):
+            kwargs["device"] = f"cuda:{kwargs['device']}"  # a bare index names a CUDA device here
         if is_cuda_device(kwargs.get("device")):
             changed.append(describe_device(kwargs["device"]))
             kwargs["device"] = self.target
         if any(is_cuda_device(a) for a in args):
             changed += [describe_device(a) for a in args if is_cuda_device(a)]
+            if func is torch.device and len(args) > 1:  # torch.device("cuda", rank): the index collapses too
+                changed[0], args = ", ".join(map(repr, args)), args[:1]
             args = tuple(self.target if is_cuda_device(a) else a for a in args)
         if changed and func is torch.device:
             self.log(f"torch.device({changed[0]}) -> {self.target!r}")
         elif changed:
             self.log(f"{name}(device={changed[0]}) -> {self.target!r}")
         return func(*args, **kwargs)
+
+    def _index_to_target(self, func, name: str, args: tuple) -> tuple:
+        """`.to(rank)` in a CUDA script names CUDA device `rank`: it collapses onto the target."""
+        position = 1 if func is torch.Tensor.to else 0 if name == "Module.to" else None
+        if position is None or len(args) <= position or not _is_index(args[position]):
+            return args
+        return (*args[:position], f"cuda:{args[position]}", *args[position + 1:])
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _target_call(module: Any, name: str, default: Callable[..., Any]) -> Callable[..., Any]:
@@ -229,6 +248,7 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
         (torch, "set_default_device", set_default_device),
         (threading.Thread, "start", _noting_start(log.frames, threading.Thread.start)),
     ]
+    patches += stream_patches(device_type, log)
     pinning = _pinning_usable()
     patches += library_patches(target, log, pinning)
     saved = [(owner, name, owner.__dict__.get(name, getattr(owner, name))) for owner, name, _ in patches]

@@ -3,8 +3,8 @@
 * `DataLoader(pin_memory=True)` when the target has no pinned memory: pinning is dropped;
 * `torch.load(map_location="cuda:N" | torch.device("cuda") | {...: "cuda"})`: the target;
 * `torch.distributed.init_process_group(backend="nccl")` (or `cuda:nccl`, or a list holding
-  it): gloo, which runs the collectives of CPU-backed devices such as `sim`; a CUDA
-  `device_id=` is dropped;
+  it): the process-group backend registered for the target's device type (`sim` for sim, as
+  `hccl` for npu), else gloo; a CUDA `device_id=` is dropped;
 * `DistributedDataParallel(device_ids=[rank], output_device=rank)`: both dropped, as for any
   single-device module that is not on CUDA.
 
@@ -31,7 +31,7 @@ def library_patches(target: str, log: RemapLog, pinning: bool) -> list[Patch]:
         from torch.nn.parallel import DistributedDataParallel
 
         patches.append((torch.distributed, "init_process_group",
-                        _init_process_group(torch.distributed.init_process_group, log)))
+                        _init_process_group(torch.distributed.init_process_group, log, device_type)))
         patches.append((DistributedDataParallel, "__init__", _ddp_init(DistributedDataParallel.__init__, log)))
     return patches
 
@@ -63,19 +63,21 @@ def _dataloader(device_type: str, log: RemapLog) -> Patch:
     return (loader, "__init__", init)
 
 
-def _gloo_for_nccl(backend: Any) -> Any:
+def _instead_of_nccl(backend: Any, device_type: str) -> Any:
+    """The target's own process-group backend (the one registered for its device type, as
+    torch_npu registers hccl), else gloo, where the script asks for NCCL."""
     if isinstance(backend, str) and "nccl" in backend.lower():
-        return "gloo"
+        return torch.distributed.Backend.default_device_backend_map.get(device_type) or "gloo"
     return backend
 
 
-def _init_process_group(init: Callable[..., Any], log: RemapLog) -> Callable[..., Any]:
+def _init_process_group(init: Callable[..., Any], log: RemapLog, device_type: str) -> Callable[..., Any]:
     def remapped_init(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
         if "backend" in kwargs:
             backend = kwargs.pop("backend")
-        gloo = _gloo_for_nccl(backend)
+        gloo = _instead_of_nccl(backend, device_type)
         if gloo != backend:
-            log(f"init_process_group(backend={backend!r}) -> 'gloo'")
+            log(f"init_process_group(backend={backend!r}) -> {gloo!r}")
         device_id = kwargs.get("device_id")
         if device_id is not None and (is_cuda_device(device_id) or isinstance(device_id, int)):
             log(f"init_process_group(device_id={device_id!r}) -> no device_id")

@@ -170,3 +170,10 @@ def test_classify_exception(exc, status):
     from conformance.outcome import classify_exception
 
     assert classify_exception(exc) is status
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_partial_view_gradients_keep_their_place_in_the_base(sim_ctx, dtype):
+    # as_strided reads storage outside its input view; its backward reads that geometry too.
+    result = run(sim_ctx, "as_strided.partial_views", dtype, "backward")
+    assert result.status is Status.PASS, result.message

@@ -68,3 +68,21 @@ def test_data_dependent_code_breaks_the_graph_and_still_runs(sim_compile):
     x = torch.randn(6, 2)
     out = torch.compile(f, backend="sim")(x.to("sim"))
     assert torch.allclose(out.cpu(), f(x))
+
+
+def test_the_compile_backend_is_handed_plain_sim_tensors(sim_device):
+    from conformance.sim import compiler
+
+    seen, graphs = [], []
+
+    def recording(gm, example_inputs):
+        seen.extend(example_inputs)
+        return compiler.sim_backend(gm, example_inputs)
+
+    torch._dynamo.reset()
+    with compiler.observe_graphs(graphs.append):
+        out = torch.compile(lambda t: t.sin() * 2, backend=recording)(torch.randn(3).to("sim"))
+    assert out.device.type == "sim"
+    assert seen and all(type(t) is torch.Tensor and t.device.type == "sim" for t in seen)
+    placeholders = [n.meta["val"] for g in graphs for n in g.graph.nodes if n.op == "placeholder"]
+    assert placeholders and all(v.device.type == "sim" for v in placeholders)

@@ -1,4 +1,4 @@
-"""The sim adapter's copies to and from the device (conformance/sim/transfer.py): the same
+"""The sim adapter's copies to and from the device (the native `_to_copy` / `copy_`): the same
 tensors `.to` gives, and the profile's dtype refusals still apply to transfers."""
 
 from __future__ import annotations

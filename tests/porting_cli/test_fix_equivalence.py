@@ -76,8 +76,8 @@ def test_the_harness_catches_a_rewrite_that_changes_cuda_behaviour(original, bad
         assert "failed under the recorder" in str(failed) or "!=" in str(failed)
 
 
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+def run(args: list[str], cwd: Path, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT), **(extra_env or {})}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
@@ -92,8 +92,10 @@ def test_fixed_script_runs_on_cpu(name, tmp_path):
 
 
 def test_fixed_script_runs_on_sim(tmp_path):
+    # The script uses cuda:1, so it runs on a machine with two devices: a sim profile gives two.
     _, fixed, _ = fixed_copy("equiv_train.py", tmp_path)
-    on_sim = run(["-c", ON_SIM, str(fixed)], tmp_path)
+    (tmp_path / "two.json").write_text('{"name": "two devices", "devices": 2}')
+    on_sim = run(["-c", ON_SIM, str(fixed)], tmp_path, {"NEURON_CHECK_SIM_PROFILE": str(tmp_path / "two.json")})
     assert on_sim.returncode == 0, on_sim.stderr[-2000:]
 
 

@@ -19,7 +19,7 @@ def op_row(report: dict, op: str) -> dict:
 
 
 @pytest.mark.slow
-def test_ddp_spawn_script_asking_for_nccl_runs_on_sim_with_gloo_and_records_both_ranks(neuron_check, marked, alive,
+def test_ddp_spawn_script_asking_for_nccl_runs_on_sims_process_group_and_records_both_ranks(neuron_check, marked, alive,
                                                                                        tmp_path):
     out, report = neuron_check("ddp_spawn.py", "--device", "sim", "--format", "json", copy=("ddp_spawn.py",))
     assert out.returncode == 0, out.stderr
@@ -35,7 +35,7 @@ def test_ddp_spawn_script_asking_for_nccl_runs_on_sim_with_gloo_and_records_both
     assert forward["processes"] == ["rank 0", "rank 1"] and line("forward") in forward["sites"]
     assert forward["status"] == "ran"
     remapped = {(r["site"], r["what"]): r["count"] for r in report["remapped"]}
-    assert remapped[(line("init"), "init_process_group(backend='nccl') -> 'gloo'")] == 2  # once per rank
+    assert remapped[(line("init"), "init_process_group(backend='nccl') -> 'sim'")] == 2  # once per rank
     assert remapped[(line("batch"), "Tensor.cuda() -> .to('sim')")] == 4  # 2 ranks x 2 steps
     assert (line("ddp"), "DistributedDataParallel(device_ids=..., output_device=...) -> single-device defaults") in remapped
     ncrt = {f["line"] for f in report["findings"] if f["rule"] == "NCRT1"}
@@ -55,7 +55,7 @@ def test_torchrun_style_workers_are_traced_with_their_ranks(neuron_check, marked
     assert op_row(report, "aten.addmm.default")["processes"] == ["rank 0", "rank 1"]
     assert line("forward") in op_row(report, "aten.addmm.default")["sites"]
     remapped = {(r["site"], r["what"]) for r in report["remapped"]}
-    assert (line("init"), "init_process_group(backend='nccl') -> 'gloo'") in remapped
+    assert (line("init"), "init_process_group(backend='nccl') -> 'sim'") in remapped
     assert (line("set_device"), "torch.cuda.set_device() -> sim") in remapped
 
 
