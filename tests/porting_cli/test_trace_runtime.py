@@ -191,9 +191,9 @@ class _Sites:
 def test_pinning_is_dropped_and_logged_where_the_target_has_no_pinned_memory():
     import torch
 
-    from porting_cli.remap import DeviceRemapMode
-    from porting_cli.remap_libs import library_patches
-    from porting_cli.remap_log import RemapLog
+    from porting_cli.runtime.remap import DeviceRemapMode
+    from porting_cli.runtime.remap_libs import library_patches
+    from porting_cli.runtime.remap_log import RemapLog
 
     log = RemapLog(_Sites())
     (owner, name, init), = [p for p in library_patches("cpu", log, pinning=False) if p[1] == "__init__"
