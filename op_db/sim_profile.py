@@ -11,7 +11,9 @@ run through a CPU fallback (`fallback_ops`), which dtypes it cannot hold
 (`unsupported_dtypes`) and which faults it injects (`faults`). Compile mode has its own two:
 `compile_faults` (the `faults` entry format, applied only to ops that run inside a compiled
 graph) and `compile_unsupported_ops` (the sim backend compiler refuses a graph that calls
-one). See DESIGN.md, "The `sim` device". Op names are `str(OpOverload)` (e.g. ``aten.mul.Tensor``) and may use ``*`` globs.
+one). `event_timing` (``{"scale": X}``) makes the device's events lie: every
+`elapsed_time` is multiplied by X. `devices` is how many sim devices there are (default 1).
+See DESIGN.md, "The `sim` device". Op names are `str(OpOverload)` (e.g. ``aten.mul.Tensor``) and may use ``*`` globs.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ COLLECTIVE_FAULT_KINDS = tuple(k for k in FAULT_KINDS if k not in ROUNDING_KINDS
 _VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,)}
 _OPTIONAL_VALUE_KINDS = {"stochastic": "a non-negative integer seed for the draws"}
 _TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults",
-             "compile_faults", "compile_unsupported_ops")
+             "compile_faults", "compile_unsupported_ops", "event_timing", "devices")
+MAX_DEVICES = 16  # what the sim runtime (conformance/sim/csrc) can hold
 _FAULT_KEYS = ("op", "dtype", "kind", "value")
 _COLLECTIVE_FAULT_KEYS = ("op", "dtype", "kind", "value", "rank")
 # The c10d collectives a `collective_faults` entry may name (torch.distributed's function names).
@@ -86,6 +89,8 @@ class SimProfile:
     collective_faults: tuple[CollectiveFault, ...] = field(default_factory=tuple)
     compile_faults: tuple[Fault, ...] = field(default_factory=tuple)
     compile_unsupported_ops: tuple[str, ...] = ()
+    event_timing_scale: float | None = None  # the event_timing fault: elapsed_time multiplied by it
+    devices: int = 1
 
     def is_unsupported_op(self, op_name: str) -> bool:
         return _matches_any(self.unsupported_ops, op_name)
@@ -119,6 +124,8 @@ class SimProfile:
             **({"compile_faults": compiled} if compiled else {}),
             **({"compile_unsupported_ops": list(self.compile_unsupported_ops)}
                if self.compile_unsupported_ops else {}),
+            **({"event_timing": {"scale": self.event_timing_scale}} if self.event_timing_scale is not None else {}),
+            **({"devices": self.devices} if self.devices != 1 else {}),
         }
 
 
@@ -188,7 +195,25 @@ def _parse(data: Any, where: str) -> SimProfile:
         collective_faults=collective,
         compile_faults=compile_faults,
         compile_unsupported_ops=compile_unsupported,
+        event_timing_scale=_event_timing(data.get("event_timing"), where),
+        devices=_devices(data.get("devices", 1), where),
     )
+
+
+def _event_timing(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    _object(value, ("scale",), "'event_timing'", where)
+    scale = value.get("scale")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise InputError(f"In {where}: 'event_timing' needs a 'scale' that is a positive number, not {scale!r}.")
+    return float(scale)
+
+
+def _devices(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+        raise InputError(f"In {where}: 'devices' must be a whole number from 1 to {MAX_DEVICES}, not {value!r}.")
+    return value
 
 
 def is_op_pattern(text: Any) -> bool:

@@ -12,10 +12,12 @@ and how, so the behaviour is predictable:
   `empty_cache`, `memory_*`, `is_bf16_supported`, `get_device_name`) answer for the target;
 * `torch.cuda.amp.autocast`, `torch.autocast("cuda")`, `torch.cuda.amp.GradScaler` and
   `torch.amp.GradScaler("cuda")` use the target's device type; if the target cannot run
-  autocast at all, autocast is disabled and the log says so.
+  autocast at all, autocast is disabled and the log says so;
+* `torch.cuda.Event`, `torch.cuda.Stream`, `torch.cuda.current_stream` / `default_stream` and
+  `torch.cuda.stream(...)` use the target's device-generic events and streams (remap_streams.py).
 
 Not remapped (the static scan reports them): `torch.device("cuda")` objects compared with
-`tensor.device`, `tensor.is_cuda`, CUDA streams, events and graphs, `torch.Generator("cuda")`,
+`tensor.device`, `tensor.is_cuda`, CUDA graphs, `torch.Generator("cuda")`,
 NCCL process groups, device capabilities. Each remap is logged once per (call site, what) with a
 count; calls made from library code rather than the user's files are logged with no site.
 """
@@ -33,6 +35,7 @@ from torch.overrides import TorchFunctionMode
 from porting_cli.frames import UserFrames
 from porting_cli.remap_libs import library_patches
 from porting_cli.remap_log import RemapLog, describe_device, is_cuda_device
+from porting_cli.remap_streams import stream_patches
 
 AUTOCAST_ARGS = ("dtype", "enabled", "cache_enabled")  # torch.amp.autocast's after device_type
 
@@ -229,6 +232,7 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
         (torch, "set_default_device", set_default_device),
         (threading.Thread, "start", _noting_start(log.frames, threading.Thread.start)),
     ]
+    patches += stream_patches(device_type, log)
     pinning = _pinning_usable()
     patches += library_patches(target, log, pinning)
     saved = [(owner, name, owner.__dict__.get(name, getattr(owner, name))) for owner, name, _ in patches]

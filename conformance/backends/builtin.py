@@ -146,16 +146,6 @@ class SimAdapter(BackendAdapter):
         found["sim-profile"] = profile.name if profile is not None else "fault-free"
         return found
 
-    def copy_to_device(self, t: Any, device: str) -> Any:
-        from conformance.sim import transfer
-
-        return transfer.to_sim(t) if device in ("sim", "sim:0") else super().copy_to_device(t, device)
-
-    def copy_to_cpu(self, t: Any) -> Any:
-        from conformance.sim import transfer
-
-        return transfer.to_cpu(t)
-
     def dtype_supported(self, dtype_name: str) -> bool:
         import conformance.sim as sim
 

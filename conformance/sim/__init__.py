@@ -62,7 +62,9 @@ def register() -> None:
         return
     import torch
 
-    from . import accelerator, autocast, device_module, tensor
+    from . import autocast, device_module, fallback, native
+
+    native.module()  # builds the C++ runtime on first use; loading it registers the device
 
     current = torch._C._get_privateuse1_backend_name()
     if current != DEVICE:
@@ -74,15 +76,15 @@ def register() -> None:
         torch.utils.rename_privateuse1_backend(DEVICE)
     if not hasattr(torch, DEVICE):
         torch._register_device_module(DEVICE, device_module.make_module())
-    device_module.register_hooks()
     if not hasattr(torch.Tensor, DEVICE):
         torch.utils.generate_methods_for_privateuse1_backend(
-            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=False
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    tensor.install_fallback()
+    fallback.install()
     autocast.install()
-    accelerator.install()
     env = os.environ.get(ENV_PROFILE)
     if env:
         set_profile(load_profile(env))
+    else:
+        native.apply_profile(active_profile())
     _registered = True

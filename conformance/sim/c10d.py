@@ -2,8 +2,7 @@
 
 `register()` makes ``dist.init_process_group(backend="sim")`` work. The process group is a
 Python `dist.ProcessGroup` that owns a gloo group on a prefixed copy of the same store. Every
-collective unwraps sim tensors to the CPU tensors they hold (gloo writes into that storage,
-which the sim tensor shares), runs gloo, and returns a `SimWork` whose `wait()` (or future)
+collective hands gloo CPU views of the sim tensors' memory (gloo writes into that memory), runs gloo, and returns a `SimWork` whose `wait()` (or future)
 applies the active profile's `collective_faults` to this rank's outputs: a wrong, hung,
 raising or dead rank, as a broken real backend would show it.
 """
@@ -25,8 +24,12 @@ BACKEND = "sim"
 
 
 def _inner(t: Any) -> Any:
-    """The CPU tensor a sim tensor holds (CPU tensors pass through)."""
-    return getattr(t, "_cpu", t) if isinstance(t, torch.Tensor) else t
+    """A CPU tensor over a sim tensor's memory, for gloo to read and write (CPU tensors pass through)."""
+    if isinstance(t, torch.Tensor) and t.device.type == DEVICE:
+        from .native import module
+
+        return module().cpu_view(t)
+    return t
 
 
 def _inner_all(value: Any) -> Any:

@@ -1,8 +1,10 @@
-"""`torch.sim`: the device module of the sim backend, plus its PrivateUse1 hooks and guard.
+"""`torch.sim`: the device module of the sim backend, as `torch.cuda` is CUDA's.
 
-The sim device owns one random generator (a CPU generator object, so a seeded sim stream
-reproduces the CPU stream for the same seed). `torch.manual_seed` reaches it through
-`manual_seed_all`, as it does for every registered PrivateUse1 backend.
+Devices, streams, events, generators and memory statistics live in the C++ runtime
+(csrc/runtime.cpp) and reach Python through torch's device-generic API (`torch.Stream`,
+`torch.Event`, `torch.accelerator`); this module offers them under the names CUDA code
+uses. `torch.manual_seed` reaches the sim generators through `manual_seed_all`, as it does
+for every registered PrivateUse1 backend.
 """
 
 from __future__ import annotations
@@ -12,33 +14,30 @@ import types
 
 import torch
 
-from .dynamo_skip import skip_recursively
 from .faults import DEVICE
-
-_generator: torch.Generator | None = None
-
-
-def generator() -> torch.Generator:
-    global _generator
-    if _generator is None:
-        _generator = torch.Generator()
-        _generator.manual_seed(torch.initial_seed())
-    return _generator
+from .native import module as native
 
 
 def _index(device=None) -> int:
     if device is None:
-        return 0
+        return native().current_device()
     if isinstance(device, int):
         idx = device
     else:
         device = torch.device(device)
         if device.type != DEVICE:
             raise ValueError(f"Expected a {DEVICE} device, but got: {device}")
-        idx = 0 if device.index is None else device.index
-    if idx not in (0, -1):
-        raise RuntimeError(f"Invalid device index {idx}: the {DEVICE} backend has 1 device")
-    return 0
+        idx = native().current_device() if device.index is None else device.index
+    if idx == -1:
+        return native().current_device()
+    if not 0 <= idx < device_count():
+        raise RuntimeError(f"Invalid device index {idx}: the {DEVICE} backend has {device_count()} device(s)")
+    return idx
+
+
+def generator(device=None) -> torch.Generator:
+    """The default generator of a sim device."""
+    return native().default_generator(_index(device))
 
 
 def is_available() -> bool:
@@ -54,19 +53,34 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
-    return 1
+    return native().device_count()
 
 
 def current_device() -> int:
-    return 0
+    return native().current_device()
 
 
 def set_device(device) -> None:
-    _index(device)
+    native().set_current_device(_index(device))
+
+
+class device:  # noqa: N801 - torch.cuda.device's name
+    """Context manager that makes `device` current (serialization moves storages under it)."""
+
+    def __init__(self, device_) -> None:
+        self.index = -1 if device_ is None else _index(device_)
+
+    def __enter__(self) -> None:
+        self.previous = current_device()
+        if self.index >= 0:
+            set_device(self.index)
+
+    def __exit__(self, *exc) -> None:
+        set_device(self.previous)
 
 
 def synchronize(device=None) -> None:
-    _index(device)
+    torch.accelerator.synchronize(_index(device))
 
 
 def get_device_name(device=None) -> str:
@@ -88,7 +102,8 @@ def manual_seed(seed: int) -> None:
 
 
 def manual_seed_all(seed: int) -> None:
-    manual_seed(seed)
+    for i in range(device_count()):
+        generator(i).manual_seed(int(seed))
 
 
 def seed() -> None:
@@ -96,7 +111,8 @@ def seed() -> None:
 
 
 def seed_all() -> None:
-    seed()
+    for i in range(device_count()):
+        generator(i).seed()
 
 
 def initial_seed() -> int:
@@ -104,51 +120,52 @@ def initial_seed() -> int:
 
 
 def get_rng_state(device=None) -> torch.Tensor:
-    _index(device)
-    return generator().get_state()
+    return generator(device).get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
-    _index(device)
-    generator().set_state(new_state.to("cpu", torch.uint8))
+    generator(device).set_state(new_state.to("cpu", torch.uint8))
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [get_rng_state()]
+    return [get_rng_state(i) for i in range(device_count())]
 
 
 def set_rng_state_all(new_states) -> None:
-    set_rng_state(list(new_states)[0])
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
 
 
 def empty_cache() -> None:
-    pass
+    torch.accelerator.empty_cache()
 
 
 def memory_allocated(device=None) -> int:
-    _index(device)
-    return 0
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device=None) -> int:
-    _index(device)
-    return 0
+    return torch.accelerator.max_memory_allocated(_index(device))
 
 
 def memory_reserved(device=None) -> int:
-    _index(device)
-    return 0
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device=None) -> int:
+    return torch.accelerator.max_memory_reserved(_index(device))
+
+
+def memory_stats(device=None) -> dict:
+    return torch.accelerator.memory_stats(_index(device))
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _index(device)
+    torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
-# Streams and events: sim computes synchronously on the CPU, so one in-order queue serves all;
-# these are the device-generic torch.Stream/torch.Event objects that FSDP2 and DDP ask for.
 def Stream(device=None, priority: int = 0, **_kwargs) -> torch.Stream:  # noqa: N802 - torch.cuda's name
-    _index(device)
-    return torch.Stream(DEVICE, priority=priority)
+    return torch.Stream(torch.device(DEVICE, _index(device)), priority=priority)
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
@@ -156,8 +173,12 @@ def Event(enable_timing: bool = False, blocking: bool = False, interprocess: boo
 
 
 def current_stream(device=None) -> torch.Stream:
-    _index(device)
-    return torch.accelerator.current_stream(torch.device(DEVICE, 0))
+    return torch.accelerator.current_stream(_index(device))
+
+
+def default_stream(device=None) -> torch.Stream:
+    idx = _index(device)
+    return torch.Stream(stream_id=0, device_index=idx, device_type=int(torch._C._autograd.DeviceType.PrivateUse1))
 
 
 def set_stream(stream_: torch.Stream) -> None:
@@ -169,7 +190,7 @@ def stream(stream_: torch.Stream | None):
     if stream_ is None:
         yield
         return
-    previous = current_stream()
+    previous = torch.accelerator.current_stream(stream_.device_index)
     set_stream(stream_)
     try:
         yield
@@ -178,11 +199,12 @@ def stream(stream_: torch.Stream | None):
 
 
 _EXPORTS = (
-    is_available, is_initialized, _is_in_bad_fork, device_count, current_device, set_device,
+    is_available, is_initialized, _is_in_bad_fork, device_count, current_device, set_device, device,
     synchronize, get_device_name, get_device_capability, get_amp_supported_dtype, manual_seed,
     manual_seed_all, seed, seed_all, initial_seed, get_rng_state, set_rng_state,
     get_rng_state_all, set_rng_state_all, empty_cache, memory_allocated, max_memory_allocated,
-    memory_reserved, reset_peak_memory_stats, Stream, Event, current_stream, set_stream, stream,
+    memory_reserved, max_memory_reserved, memory_stats, reset_peak_memory_stats, Stream, Event,
+    current_stream, default_stream, set_stream, stream,
 )
 
 
@@ -192,33 +214,3 @@ def make_module() -> types.ModuleType:
     for fn in _EXPORTS:
         setattr(mod, fn.__name__, fn)
     return mod
-
-
-class _Hooks(torch._C._acc.PrivateUse1Hooks):
-    def is_available(self) -> bool:
-        return True
-
-    def has_primary_context(self, dev_id) -> bool:
-        return True
-
-    def is_built(self) -> bool:
-        return True
-
-
-class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self):
-        return torch._C._autograd.DeviceType.PrivateUse1
-
-
-_keep_alive: list = []
-
-
-def register_hooks() -> None:
-    """Register PrivateUse1 hooks and device guard (once per process; later calls no-op)."""
-    hooks, guard = _Hooks(), _Guard()
-    skip_recursively(*(getattr(cls, name) for cls in (_Hooks, _Guard) for name in vars(cls)
-                       if callable(getattr(cls, name)) and not name.startswith("__")))
-    if torch._C._acc.register_python_privateuseone_hook(hooks):
-        _keep_alive.append(hooks)
-    if torch._C._acc.register_python_privateuseone_device_guard(guard):
-        _keep_alive.append(guard)

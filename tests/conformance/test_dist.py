@@ -74,6 +74,16 @@ def test_scaled_bf16_all_reduce_is_caught_exactly(tmp_path):
     assert results[WorkItem("dist", "parity.ddp", "train2", "bfloat16", "eager")].divergence
 
 
+@pytest.mark.parametrize("scale", [4.0, 0.25])
+def test_lying_event_timers_are_caught_by_both_timed_stream_checks(tmp_path, scale):
+    items = [WorkItem("dist", f"streams.{check}", "ordering", "none", "eager")
+             for check in ("event_timing", "cross_stream", "order")]
+    results, _ = run(items, tmp_path, {"event_timing": {"scale": scale}})
+    assert {item.subject: r.status for item, r in results.items()} == {
+        "streams.event_timing": Status.MISMATCH, "streams.cross_stream": Status.MISMATCH,
+        "streams.order": Status.PASS}
+
+
 def test_dtensor_opinfo_passes_fault_free_and_a_sim_fault_is_mismatch(tmp_path):
     # One world: the aten fault scales bf16 mul only, so the float32 items are the fault-free run.
     options = DistOptions(parts=("dtensor",), ops=("mul", "nonzero"), dtypes=("float32", "bfloat16"), max_samples=2)
@@ -161,9 +171,9 @@ def test_cli_run_stores_the_dist_suite_and_report_shows_it(tmp_path):
     assert {r["suite"] for r in data["results"]} == {"dist"}
     statuses = {r["subject"]: r["status"] for r in data["results"]}
     assert statuses["broadcast"] == statuses["streams.order"] == "PASS"
-    # sim routes torch.accelerator.synchronize; a Python device guard has no event sync/timing.
-    assert statuses["streams.synchronize"] == "PASS"
-    assert statuses["streams.event_timing"] == "UNSUPPORTED"
+    # sim's C++ device guard has streams and timed events, as a real backend's does.
+    assert statuses["streams.synchronize"] == statuses["streams.event_timing"] == "PASS"
+    assert statuses["streams.cross_stream"] == statuses["streams.device_module"] == "PASS"
     assert (tmp_path / "j.xml").read_text().count("<testcase") == len(data["results"])
 
 

@@ -20,12 +20,10 @@ def test_accelerator_sees_sim(sim_device):
     assert torch.accelerator.is_available()
     assert torch.accelerator.device_count() == 1
     assert torch.accelerator.current_device_index() == 0
-    # What device-agnostic code calls, and a Python device guard cannot answer in C++:
     torch.accelerator.synchronize()
     torch.accelerator.synchronize("sim:0")
-    assert torch.accelerator.memory_allocated() == 0
-    assert torch.accelerator.max_memory_allocated(0) == 0
-    assert torch.accelerator.get_memory_info() == (0, 0)
+    free, total = torch.accelerator.get_memory_info()
+    assert 0 < free <= total
     torch.accelerator.reset_peak_memory_stats()
     torch.accelerator.empty_cache()
     with pytest.raises(ValueError, match="doesn't match the current accelerator"):
@@ -38,7 +36,7 @@ def test_device_module(sim_device):
     mod.set_device(0)
     mod.synchronize()
     mod.empty_cache()
-    assert mod.memory_allocated() == 0
+    assert mod.memory_allocated() == torch.accelerator.memory_allocated()
     with pytest.raises(RuntimeError):
         mod.set_device(1)
 
@@ -214,14 +212,11 @@ def test_compile_never_traces_sim_machinery(sim_device, structured_trace_on):
     assert not [reason for reason in breaks if "sim" in reason.lower()]
 
 
-def test_repr_while_tracing_shows_no_data(sim_device):
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    s = torch.randn(3).to("sim")
-    with FakeTensorMode() as mode:
-        s._cpu = mode.from_tensor(s._cpu)
-    text = repr(s)
-    assert "device='sim:0'" in text and "..." in text
+def test_a_sim_tensor_is_a_plain_tensor(sim_device):
+    t = torch.empty(1, device="sim")
+    assert type(t) is torch.Tensor
+    assert type(torch.randn(2).to("sim") * 2) is torch.Tensor
+    assert type(torch.nn.Parameter(t)) is torch.nn.Parameter
 
 
 def test_autocast(sim_device):

@@ -11,9 +11,8 @@ NEWLY_RUNNING = [
     "efficientloftr",  # stage widths ending at hidden_size, a rotary part sized by the width
     "seggpt",  # prompt and input images stacked into the config's image size
     "pi0",  # a policy's state, noise and timestep, camera images with their mask
+    "sam3_tracker_video",  # its forward runs under torch.inference_mode, which the native sim serves
 ]
-# (sam3_tracker_video runs on CPU, below; its forward runs under torch.inference_mode, whose
-# tensors the sim device cannot make: "Cannot set version_counter for inference tensor")
 
 
 def run(ctx, subject):

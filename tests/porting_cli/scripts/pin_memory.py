@@ -1,4 +1,4 @@
-"""Pinned host memory, three ways; sim has none, so the trace drops pinning at each line."""
+"""Pinned host memory, three ways: kept where the target pins host memory (sim does)."""
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
