@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import os
 
 from conformance.suite import cli_option
 from op_db.errors import InputError
@@ -47,6 +48,9 @@ class KernelOptions:
 
         object.__setattr__(self, "dtypes", tuple(parse_dtypes(list(self.dtypes))))
         object.__setattr__(self, "modes", parse_modes(self.modes))
+        if self.target.endswith(".py") and os.path.isfile(self.target):
+            # Workers, --resume and Ray actors find the file from any working folder.
+            object.__setattr__(self, "target", os.path.abspath(self.target))
         families_by_op(self.family)  # refuse a bad --family before anything runs
 
 

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-TILE = 16
+TILE = 32
 
 
 def reference(q, k, v, causal: bool = False, scale: float | None = None):
@@ -24,10 +24,7 @@ def reference(q, k, v, causal: bool = False, scale: float | None = None):
 
 
 def tiled(q, k, v, causal: bool = False, scale: float | None = None, *, bugs: frozenset = frozenset()):
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    if "bf16_scale" in bugs and q.dtype == torch.bfloat16:
-        scale = 1.0 / q.shape[-1]  # the bug: 1/D instead of 1/sqrt(D) on the bf16 path
-    shift = 1 if "causal_off_by_one" in bugs else 0
+    scale, shift = _kernel_scale(q, scale, bugs), _kernel_shift(bugs)
     out_dtype = q.dtype
     q, k, v = q.float(), _repeat_heads(k, q).float(), _repeat_heads(v, q).float()
     rows, keys = q.shape[-2], k.shape[-2]
@@ -47,6 +44,36 @@ def tiled(q, k, v, causal: bool = False, scale: float | None = None, *, bugs: fr
         acc = acc * correction + weights @ v[..., start:start + TILE, :]
         running_max = new_max
     return (acc / running_sum).to(out_dtype)
+
+
+def backward(q, k, v, grad, causal: bool = False, scale: float | None = None, *, bugs: frozenset = frozenset()):
+    """The attention backward in closed form, float32 inside, with the kernel's own scale and mask
+    (so a bug in them shows in the gradients too): P = softmax(S), dV = P^T dO,
+    dS = P * (dO V^T - rowsum(dO * O)), dQ = dS K scale, dK = dS^T Q scale; heads shared by GQA
+    sum their gradients."""
+    scale, shift = _kernel_scale(q, scale, bugs), _kernel_shift(bugs)
+    kr, vr, dout = _repeat_heads(k, q).float(), _repeat_heads(v, q).float(), grad.float()
+    scores = (q.float() @ kr.transpose(-1, -2)) * scale
+    if causal:
+        scores = scores.masked_fill(~_visible(q.shape[-2], k.shape[-2], 0, q.device, shift), float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    dscores = probs * (dout @ vr.transpose(-1, -2) - (dout * (probs @ vr)).sum(-1, keepdim=True))
+    dq = (dscores @ kr) * scale
+    dk, dv = (dscores.transpose(-1, -2) @ q.float()) * scale, probs.transpose(-1, -2) @ dout
+    groups = q.shape[1] // k.shape[1]
+    dk, dv = (t.unflatten(1, (k.shape[1], groups)).sum(2) for t in (dk, dv))
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _kernel_scale(q, scale, bugs):
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if "bf16_scale" in bugs and q.dtype == torch.bfloat16:
+        return 1.0 / q.shape[-1]  # the bug: 1/D instead of 1/sqrt(D) on the bf16 path
+    return scale
+
+
+def _kernel_shift(bugs) -> int:
+    return 1 if "causal_off_by_one" in bugs else 0  # the bug: each query sees one key too many
 
 
 def _repeat_heads(kv, q):

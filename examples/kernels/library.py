@@ -74,7 +74,15 @@ def _flash_attention(namespace: str, bugs: frozenset) -> None:
     def _(q, k, v, causal=False, scale=None):
         return q.new_empty((*q.shape[:-1], v.shape[-1]))
 
-    setup_context, backward = _vjp_backward(_for_device(attention.reference, attention.tiled, bugs), 3)
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs[:3])
+        ctx.causal, ctx.scale = inputs[3], inputs[4]
+
+    def backward(ctx, grad):
+        q, k, v = ctx.saved_tensors
+        planted = bugs if q.device.type == DEVICE else frozenset()
+        return (*attention.backward(q, k, v, grad, ctx.causal, ctx.scale, bugs=planted), None, None)
+
     flash_attention.register_autograd(backward, setup_context=setup_context)
     kernels.family(f"{namespace}::flash_attention", "attention")
 

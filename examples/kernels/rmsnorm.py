@@ -23,5 +23,5 @@ def kernel(x, weight, eps: float = 1e-6, *, bugs: frozenset = frozenset()):
     for start in range(0, flat.shape[0], ROWS):
         rows = flat[start:start + ROWS].float()
         blocks.append(rows * torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + eps) * weight.float())
-    out = torch.cat(blocks) if blocks else flat.float()
+    out = torch.cat(blocks) if blocks else flat.new_empty(flat.shape, dtype=torch.float32)
     return out.to(x.dtype).reshape(x.shape)
