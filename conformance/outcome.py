@@ -71,6 +71,14 @@ class ReferenceFailed:
 
 
 @dataclasses.dataclass(frozen=True)
+class RegistrationFailed:
+    """The op is registered wrongly for the device (opcheck failed, a recompile it must not
+    need): an ERROR whatever its words, which may name a missing kernel of a tracing key."""
+
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class CompileRejected:
     """The backend compiler refused a graph because of one op (conformance/compiling/failures.py)."""
 
@@ -79,13 +87,14 @@ class CompileRejected:
     reason: str
 
 
-Observation = Union[Missing, NotApplicable, ReferenceFailed, CompileRejected, BaseException, "Comparison"]
+Observation = Union[Missing, NotApplicable, ReferenceFailed, RegistrationFailed, CompileRejected, BaseException, "Comparison"]
 
 # The rule as data, in the order `status_of` applies it (the manual's status page prints it).
 RULES: tuple[tuple[str, Status], ...] = (
     ("Missing: the backend lacks the item's dtype or format", Status.UNSUPPORTED),
     ("NotApplicable: no samples, unknown subject, no CPU reference exists", Status.SKIP),
     ("ReferenceFailed: the CPU reference or the inputs failed", Status.REF_ERROR),
+    ("RegistrationFailed: a custom op is registered wrongly (opcheck)", Status.ERROR),
     ("CompileRejected: the backend compiler refused a graph for one op", Status.UNSUPPORTED),
     ("exception on the device naming a missing kernel or dtype", Status.UNSUPPORTED),
     ("any other exception on the device", Status.ERROR),
@@ -110,6 +119,8 @@ def status_of(observed: Observation, *, fallback: bool = False) -> Status:
         return Status.SKIP
     if isinstance(observed, ReferenceFailed):
         return Status.REF_ERROR
+    if isinstance(observed, RegistrationFailed):
+        return Status.ERROR
     if isinstance(observed, BaseException):
         return classify_exception(observed)
     from conformance.numerics import Comparison
@@ -127,7 +138,7 @@ def result_for(item: WorkItem, observed: Observation, *, fallback: bool = False,
     if "message" not in fields:
         if isinstance(observed, BaseException):
             fields["message"] = shorten(describe_exception(observed))
-        elif isinstance(observed, (Missing, NotApplicable, ReferenceFailed, CompileRejected)):
+        elif isinstance(observed, (Missing, NotApplicable, ReferenceFailed, RegistrationFailed, CompileRejected)):
             fields["message"] = shorten(observed.reason)
         else:  # a Comparison: its reason says what failed; a pass may carry a note (numerics rule 6)
             fields["message"] = shorten(observed.reason if not observed.ok else observed.note) or None

@@ -6,8 +6,8 @@ options dataclass declares, in each field's metadata, the command-line option th
 sets it (`cli_option`); porting_cli turns those declarations into click options, so
 a new suite adds a command without touching the engine or the CLI's shared options.
 
-Built-in suites: `opinfo` and `fp8` (both planned by `neuron-check ops`) and `model`
-(`neuron-check models`). A third party adds one through the entry-point group
+Built-in suites: `opinfo` and `fp8` (both planned by `neuron-check ops`), `model`
+(`neuron-check models`), `dist` and `kernels` (`neuron-check kernels TARGET`). A third party adds one through the entry-point group
 `neuron_check.suites` (the entry point loads a Suite instance or class), as backends do in
 `neuron_check.backends`.
 
@@ -32,6 +32,7 @@ BUILTIN = {
     "fp8": "conformance.fp8.suite:SUITE",
     "model": "conformance.models.suite:SUITE",
     "dist": "conformance.dist.suite:SUITE",
+    "kernels": "conformance.kernels.suite:SUITE",
 }
 
 
@@ -41,7 +42,8 @@ class CliOption:
 
     kind: "text" (a string), "list" (comma list -> tuple of str; given but empty is an error
     unless `empty_ok`), "flag" (a boolean; `negate` makes `--no-x` set the field False),
-    "choice" (one of `choices`), "count" (an int >= 1).
+    "choice" (one of `choices`), "count" (an int >= 1), "argument" (a required positional
+    argument; `flag` is its metavar).
     """
 
     flag: str

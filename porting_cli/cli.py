@@ -21,6 +21,7 @@ COMMANDS = {
     "ops": "ops",
     "models": "models",
     "dist": "dist",
+    "kernels": "kernels",
     "devices": "devices",
     "runs": "runs",
     "report": "report",

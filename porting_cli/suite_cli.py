@@ -61,6 +61,8 @@ _COMPILE_OPTIONS = (
 def _click_option(field: dataclasses.Field, spec: Any) -> Callable:
     """The click option a `cli_option` field declares."""
     common = {"help": spec.help, "show_default": spec.show_default}
+    if spec.kind == "argument":
+        return click.argument(field.name, metavar=spec.flag)
     if spec.kind == "flag":
         return click.option(spec.flag, f"{field.name}_flag", is_flag=True, help=spec.help)
     if spec.kind == "list":
