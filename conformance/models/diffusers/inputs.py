@@ -1,0 +1,96 @@
+"""Inputs of a tiny Diffusers model, by rule from its forward signature and its config.
+
+Every required parameter of `forward` (and the optional ones a diffusion model needs to run its
+conditioning paths: text states, pooled projections, rotary ids, guidance, added time ids) is
+made by the first rule of `rules.py` that names it, at the sizes of the model's `Geometry`:
+noisy latents of the modality's rank (image 4-D, video 5-D, audio 3-D), timesteps, text states
+at the config's width, ControlNet conditioning, masks.
+
+Where the signature leaves a layout open (packed patch tokens or a latent image; which config
+width the text states have; float or integer timesteps) the candidates are offered in order and
+the first one the model's own code accepts on CPU is kept: the layout is measured, not guessed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from typing import Any
+
+from conformance.models.diffusers.geometry import TEXT_WIDTH_KEYS, geometry_of
+from conformance.models.documented import MissingInputBuilder
+
+MAX_CANDIDATES = 24
+
+
+def config_of(model: Any) -> dict[str, Any]:
+    return dict(getattr(model, "config", {}) or {})
+
+
+def forward_params(fn: Any) -> dict[str, inspect.Parameter]:
+    return {k: p for k, p in inspect.signature(fn).parameters.items()
+            if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[str, Any]]:
+    """Input dicts for `fn` (default model.forward), most likely first; raises MissingInputBuilder
+    when a required parameter has no rule."""
+    from conformance.models.diffusers.rules import OPTIONAL_WANTED, build_choices
+
+    config = config_of(model)
+    geometry = geometry_of(config)
+    params = forward_params(fn or model.forward)
+    widths = _text_widths(config, geometry.text_width)
+    choices: list[tuple[str, list[Any]]] = []
+    for name, param in params.items():
+        required = param.default is inspect.Parameter.empty
+        if not required and name not in OPTIONAL_WANTED:
+            continue
+        options = build_choices(name, model, config, geometry, entry.modality, seed, widths, params)
+        if options is None:
+            if required:
+                raise MissingInputBuilder(f"no rule builds the required input {name!r} of "
+                                          f"{type(model).__name__}.forward")
+            continue
+        choices.append((name, options))
+    if "return_dict" in params:
+        choices.append(("return_dict", [False]))
+    names = [n for n, _ in choices]
+    combos = itertools.islice(itertools.product(*[opts for _, opts in choices]), MAX_CANDIDATES)
+    return [{n: v for n, v in zip(names, combo) if v is not SKIPPED} for combo in combos]
+
+
+class _Skipped:
+    def __repr__(self) -> str:
+        return "SKIPPED"
+
+
+SKIPPED = _Skipped()  # an optional input left to its default
+
+
+def _text_widths(config: dict[str, Any], first: int | None) -> list[int]:
+    widths = [first] if first else []
+    for key in TEXT_WIDTH_KEYS:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0 and value not in widths:
+            widths.append(value)
+    return widths[:3] or [32]
+
+
+def choose(model: Any, run: Any, options: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first of `options` on which `run(model, inputs)` succeeds on CPU; else re-raises the
+    first option's failure (the most likely layout says most about why)."""
+    import torch
+
+    first_error = None
+    for inputs in options:
+        try:
+            with torch.no_grad():
+                run(model, inputs)
+            return inputs
+        except Exception as exc:  # noqa: BLE001 - not this layout
+            first_error = first_error or exc
+    if first_error is None:
+        raise MissingInputBuilder(f"no inputs for {type(model).__name__}")
+    raise MissingInputBuilder(f"no input layout the forward accepts; the most likely one fails with "
+                              f"{type(first_error).__name__}: {first_error}") from first_error
