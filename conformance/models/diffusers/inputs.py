@@ -21,6 +21,7 @@ from conformance.models.diffusers.geometry import TEXT_WIDTH_KEYS, geometry_of
 from conformance.models.documented import MissingInputBuilder
 
 MAX_CANDIDATES = 24
+MAX_ALTERNATIVES = 6  # per parameter
 
 
 def config_of(model: Any) -> dict[str, Any]:
@@ -55,9 +56,16 @@ def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[s
         choices.append((name, options))
     if "return_dict" in params:
         choices.append(("return_dict", [False]))
-    names = [n for n, _ in choices]
-    combos = itertools.islice(itertools.product(*[opts for _, opts in choices]), MAX_CANDIDATES)
-    return [{n: v for n, v in zip(names, combo) if v is not SKIPPED} for combo in combos]
+    return [{name: options[i] for (name, options), i in zip(choices, picks) if options[i] is not SKIPPED}
+            for picks in _nearest_first([len(options) for _, options in choices])]
+
+
+def _nearest_first(sizes: list[int]) -> list[tuple[int, ...]]:
+    """Index tuples into options lists, the first options first, then one alternative at a time,
+    then two...: each parameter's alternatives are tried before combinations of them."""
+    ranked = sorted(itertools.product(*[range(min(n, MAX_ALTERNATIVES)) for n in sizes]),
+                    key=lambda picks: (sum(1 for i in picks if i), sum(picks)))
+    return ranked[:MAX_CANDIDATES]
 
 
 class _Skipped:

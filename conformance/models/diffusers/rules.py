@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from conformance.models.diffusers.geometry import Geometry, POOLED_WIDTH_KEYS, first_int
+from conformance.models.diffusers.geometry import POOLED_WIDTH_KEYS, SAMPLE_CHANNEL_KEYS, Geometry, first_int
 
 # Optional parameters worth filling: without them a model skips its conditioning path.
 OPTIONAL_WANTED = frozenset({
@@ -23,6 +23,7 @@ OPTIONAL_WANTED = frozenset({
 })
 MAIN_SAMPLE = ("sample", "hidden_states", "x", "latents", "z", "mel", "inputs_embeds", "z_latent", "input",
                "latent_image_embeds", "controls_latents")
+LIKE_SAMPLE = re.compile(r"^(\w+_)?latents?(_\w+)?$|^latent_cond$")
 TIMESTEP = re.compile(r"^(timesteps?|t|timestep_r|r_timestep|timestep_ratio|sigma|decoder_noise_time|"
                       r"\w+_time|timestep_img|timestep_text|clean_timestep|target_timestep|vision_timesteps)$")
 MASK = re.compile(r"(^|_)(mask|masks)$|^encoder_mask$")
@@ -63,6 +64,9 @@ def sample_layouts(name: str, config: dict[str, Any], g: Geometry, modality: str
         order.append(grid["video"])
     if modality != "image":
         order.append(grid["image"])
+    if not any(key in config for key in SAMPLE_CHANNEL_KEYS):  # features, not latents: (B, W), (B, T, W)
+        width = g.text_width or first_int(config, ("hidden_size", "dim", "embed_dim"), 32)
+        order = [(g.batch, width), (g.batch, g.text_length, width)] + order
     return [_randn(shape, s) for shape in order]
 
 
@@ -109,6 +113,16 @@ def build_choices(name: str, model: Any, config: dict[str, Any], g: Geometry, mo
         latent = sample_layouts(name, config, g, modality, seed, params)
         options = [image] + latent if factor > 1 else latent + [image]
         return [[o, o] for o in options] if _is_multi(model) else options
+    if LIKE_SAMPLE.match(name):  # image / context / control latents beside the noisy ones
+        return sample_layouts(name, config, g, modality, seed, params)
+    if name == "condition_mask":
+        return [torch.ones(g.batch, 1, g.frames, g.side, g.side), torch.ones(g.batch, 1, g.side, g.side)]
+    if name == "controlnet_mode":
+        return [[None, None] if _is_multi(model) else None]
+    if name in ("text_lens", "text_lengths"):
+        return [torch.full((g.batch,), g.text_length, dtype=torch.long)]
+    if name == "scale":
+        return [2, 2.0]
     if name == "conditioning_scale":
         return [[1.0, 1.0] if _is_multi(model) else 1.0]
     if TIMESTEP.match(name):

@@ -24,12 +24,15 @@ import math
 import re
 from typing import Any
 
+from conformance.models.diffusers.geometry import TEXT_LENGTH
+
 HEADS = 2
 HEAD_DIM = 16
 LAYERS = 2
 WIDTH_DIVISOR = 16
 MIN_WIDTH = 8
 CHANNEL_STEP = 32
+CHANNELS_LEFT_TO_CHECKPOINT = 32  # a latent width norm layers with 32 groups accept
 SAMPLE_SIZE = 16
 FRAMES = 4
 
@@ -41,26 +44,29 @@ LAYER_COUNT = re.compile(r"^(num_|n_)?(\w+_)?(layers|layer|blocks|depth|n_layer|
 PER_BLOCK = re.compile(r"^(\w+_)?(layers_per_\w*block|num_res_blocks|transformer_layers_per_\w*block|"
                        r"layers_per_\w+|num_layers_per_block)$")
 ROPE_AXES = re.compile(r"^(\w+_)?(axes_dims?(_rope)?|rope_axes_dim|rope_dim_list|axes_dim_rope|axes_dims_a|"
-                       r"mrope_section)$")
-WIDTH = re.compile(r"(_dim|_dims|_channels|_size|_width|^dim|^channels|hidden_dim|^d_model|^d_ff|^n_embd|"
+                       r"mrope_section|rope_dim)$")
+WIDTH = re.compile(r"(_dim|_dims|_channels|_channel|_features|_size|_width|^dim|^channels|hidden_dim|^d_model|^d_ff|^n_embd|"
                    r"^n_inner|^ch|^ch_\w+|_embed_dim|^model_dim\w*|^ff_dim\w*|^time_dim\w*|embedding_dim)$")
 # Widths that are the data's own (latent channels, pixels, mel bins, vocabularies) or a grid, not
 # a layer's: shrinking them changes what the inputs and the pretrained statistics must look like.
 KEPT = re.compile(r"^(in_channels|out_channels|latent_channels|z_channels|latent_channel|conditioning_channels|"
                   r"input_channels|output_channels|z_dim|latent_dim|audio_in_channels|audio_out_channels|"
-                  r"patch_size\w*|\w*_patch_size\w*|sample_size|vocab_size|\w*vocab_size|kernel_size|\w*_kernel_size|"
+                  r"patch_size\w*|\w*_patch_size\w*|sample_size|\w*vocab_size|kernel_size|\w*_kernel_size|"
                   r"codebook_size|codebook_dim|vq_embed_dim|num_vq_embeddings|mel_bins|num_mels|n_fft|hop_size|"
                   r"\w*hop_length|\w*sampling_rate|sample_rate|max_size|pos_embed_max_size|max_resolution|"
                   r"target_size|image_size|tile_sizes|motion_encoder_size|fsq_dim|\w*_levels|action_dim|"
-                  r"num_channels|io_channels|channels|audio_channels|\w*_sample_size|"
+                  r"num_channels|io_channels|audio_channels|\w*_sample_size|"
                   r"encoder_input_size|pool_window_size|min_num_\w+|max_num_\w+|\w*_batch_size|\w*max_\w*size)$")
 NORM_GROUPS = re.compile(r"^(\w+_)?norm_num_groups$|^groups$")
 # Sizes a default config leaves to the checkpoint (None) that the modules need.
-LEFT_TO_CHECKPOINT = {"in_channels": 4, "patch_size": 2}
+LEFT_TO_CHECKPOINT = {"in_channels": CHANNELS_LEFT_TO_CHECKPOINT, "patch_size": 2, "sample_size": SAMPLE_SIZE}
+# Base widths that a stack of convs multiplies (by ch_mult, dim_mult): channel widths.
+BASE_CHANNELS = ("ch", "base_dim", "base_channels", "model_channels", "decoder_base_dim", "channels_base")
 MODEL_HEADS = ("num_attention_heads", "num_heads", "n_heads", "nheads", "heads")
 MODEL_WIDTHS = ("hidden_size", "dim", "model_dim", "inner_dim", "d_model", "width", "embed_dim")
-LENGTHS = {"sample_size": SAMPLE_SIZE, "num_frames": FRAMES, "sample_frames": FRAMES, "max_text_seq_length": 16,
-           "text_len": 16, "text_len_t5": 16, "max_sequence_length": 32, "max_seq_length": 32,
+LENGTHS = {"sample_size": SAMPLE_SIZE, "num_frames": FRAMES, "sample_frames": FRAMES,
+           "max_text_seq_length": TEXT_LENGTH, "text_len": TEXT_LENGTH, "text_len_t5": TEXT_LENGTH,
+           "vocab_size": 256, "max_sequence_length": 32, "max_seq_length": 32,
            "num_embeds_ada_norm": 1000, "max_position_embeddings": 256, "rope_max_seq_len": 256,
            "num_positional_embeddings": 64, "n_positions": 64, "clip_length": 8, "video_length": 4}
 
@@ -118,6 +124,8 @@ def _rope_axes(axes: Any, head_dim: int) -> Any:
     total = sum(axes)
     scaled = [max(2, 2 * round(a * head_dim / total / 2)) for a in axes]
     scaled[-1] += head_dim - sum(scaled)
+    if scaled[-1] < 2:  # too many axes for the width: the smallest even split
+        scaled = [2] * len(axes)
     if scaled[-1] < 2:
         return axes
     return type(axes)(scaled)
@@ -152,13 +160,20 @@ def shrink(values: dict[str, Any]) -> dict[str, Any]:
             out[key] = min(value, LAYERS if value > 0 else value)
         elif KEPT.match(key) or ROPE_AXES.match(key) or NORM_GROUPS.match(key):
             continue
-        elif WIDTH.search(key) and ("channel" in key or _ints(value)):
+        elif key in BASE_CHANNELS or (WIDTH.search(key) and ("channel" in key or _ints(value))):
             out[key] = _each(value, _channel)
         elif WIDTH.search(key):
             out[key] = _each(value, _width)
     for key, size in LEFT_TO_CHECKPOINT.items():
-        if values.get(key, 0) is None:
+        # a patch size of None is no patching, unless the input width is left open too (a DiT)
+        if values.get(key, 0) is None and (key != "patch_size" or values.get("in_channels", 0) is None):
             out[key] = size
+    if values.get("in_channels", 0) is None and values.get("out_channels", 0) is None:
+        out["out_channels"] = out["in_channels"]  # both left to the checkpoint: a denoiser's out is its in
+    for key in ("num_kv_heads", "num_key_value_heads", "n_kv_heads"):
+        heads = next((k for k in MODEL_HEADS if _is_int(values.get(k))), None)
+        if values.get(key, 0) is None and heads is not None:
+            out[key] = min(values[heads], HEADS)  # plain multi-head attention
     out = {k: v for k, v in out.items() if v != values.get(k)}
     _model_width_follows_heads(values, out)
     _follow_inner_width(values, out)
@@ -173,18 +188,28 @@ def _model_width_follows_heads(values: dict[str, Any], out: dict[str, Any]) -> N
     becomes HEADS x the shrunk head width, and widths equal to it follow."""
     heads_key = next((k for k in MODEL_HEADS if _is_int(values.get(k))), None)
     width_key = next((k for k in MODEL_WIDTHS if _is_int(values.get(k))), None)
-    if heads_key is None or width_key is None or _is_int(values.get("attention_head_dim")) \
-            or values[width_key] % values[heads_key]:
+    if width_key is None or _is_int(values.get("attention_head_dim")):
         return
-    old_width, old_head = values[width_key], values[width_key] // values[heads_key]
+    if heads_key is None:  # heads implied: the rotary axes split one head (Kandinsky)
+        axes = next((v for k, v in values.items() if ROPE_AXES.match(k) and _ints(v)), None)
+        if axes is None or values[width_key] % sum(axes):
+            return
+        heads = values[width_key] // sum(axes)
+    elif values[width_key] % values[heads_key]:
+        return
+    else:
+        heads = values[heads_key]
+    old_width, old_head = values[width_key], values[width_key] // heads
     head = min(old_head, HEAD_DIM)
-    out[heads_key] = min(values[heads_key], HEADS)
-    new_width = out[heads_key] * head
+    new_heads = min(heads, HEADS)
+    if heads_key is not None:
+        out[heads_key] = new_heads
+    new_width = new_heads * head
     for key, value in values.items():
         if value == old_width and _is_int(value) and (key == width_key or (WIDTH.search(key) and not KEPT.match(key))):
             out[key] = new_width
     for key in ("num_key_value_heads", "num_kv_heads", "n_kv_heads"):
-        if _is_int(values.get(key)) and values[key] == values[heads_key]:
+        if heads_key is not None and _is_int(values.get(key)) and values[key] == values[heads_key]:
             out[key] = out[heads_key]
     for key, value in values.items():
         if ROPE_AXES.match(key) and _ints(value) and sum(value) == old_head:
@@ -225,7 +250,10 @@ def _rope_follows_head_width(values: dict[str, Any], out: dict[str, Any]) -> Non
                 out[key] = _rope_axes(value, head_dim)
             elif 2 * sum(value) == old_head_dim:  # mrope sections count pairs of dims
                 out[key] = type(value)(v // 2 for v in _rope_axes([2 * v for v in value], head_dim))
-        elif key in ("rope_dim", "rotary_dim") and _is_int(value) and _is_int(head_dim) and value > head_dim:
+            elif sum(value) < old_head_dim and head_dim < old_head_dim:  # rotary on part of the head
+                part = max(2 * len(value), 2 * round(sum(value) * head_dim / old_head_dim / 2))
+                out[key] = _rope_axes(value, part)
+        elif key in ("rope_dim", "rotary_dim", "rope_freq_dim") and _is_int(value) and _is_int(head_dim) and value > head_dim:
             out[key] = head_dim
 
 
@@ -237,5 +265,6 @@ def _norm_groups_divide_channels(values: dict[str, Any], out: dict[str, Any]) ->
               for v in (value if _ints(value) else [value] if _is_int(value) else []) if v > 0]
     for key, value in values.items():
         if NORM_GROUPS.match(key) and _is_int(value) and widths:
-            common = math.gcd(*widths)
+            # half the common width: blocks that halve a stage's width (Kandinsky 3) still divide
+            common = max(1, math.gcd(*widths) // 2)
             out[key] = max(d for d in range(1, value + 1) if common % d == 0 and d <= value)

@@ -150,8 +150,8 @@ def _instantiate(cls: type, seed: int) -> Any:
 
     from conformance.models.diffusers.shrink import default_config
 
-    required = [k for k, v in default_config(cls).items() if v is _EMPTY()]
     kwargs = tiny_config(cls)
+    required = [k for k, v in default_config(cls).items() if v is _EMPTY() and k not in kwargs]
     for key in required:
         wrapped = _wrapped_class(cls)
         if wrapped is None:
@@ -167,6 +167,8 @@ def _instantiate(cls: type, seed: int) -> Any:
 def _wrapped_class(cls: type) -> type | None:
     """The class a Multi* wrapper holds: its name without "Multi" (MultiAdapter -> T2IAdapter)."""
     classes = model_classes()
+    if "Multi" not in cls.__name__:
+        return None
     name = cls.__name__.replace("Multi", "")
     if name == "Adapter":
         name = "T2IAdapter"
