@@ -65,6 +65,20 @@ def spatial_factor(config: dict[str, Any]) -> int:
     return factor
 
 
+AUDIO_RATIO_KEYS = ("downsampling_ratios", "encoder_rates", "strides", "enc_strides", "upsampling_ratios")
+
+
+def modality_audio_factor(config: dict[str, Any]) -> int:
+    """How much a waveform codec shortens its input (the product of its stage strides), as the
+    side whose square is the audio length must cover."""
+    for key in AUDIO_RATIO_KEYS:
+        value = config.get(key)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
+            return math.isqrt(math.prod(value)) + 1
+    ratio = _int(config.get("downsampling_ratio"))
+    return math.isqrt(ratio) + 1 if ratio else 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Geometry:
     batch: int
@@ -90,6 +104,8 @@ def geometry_of(config: dict[str, Any]) -> Geometry:
     if sample_size and sample_size % math.lcm(factor, spatial) == 0 and sample_size <= 4 * side:
         side = max(side, sample_size) if sample_size <= 32 else side
     temporal_factor = first_int(config, ("temporal_compression_ratio", "scale_factor_temporal"), 1)
+    if modality_audio_factor(config) > 1:
+        side = max(side, 2 * modality_audio_factor(config))  # an audio sample's length is side x side
     frames = max(2 * temporal, 1 + temporal_factor if temporal_factor > 1 else 2)
     channels = first_int(config, SAMPLE_CHANNEL_KEYS, 4)
     return Geometry(BATCH, channels, side, frames, TEXT_LENGTH, first_int(config, TEXT_WIDTH_KEYS), spatial, temporal)

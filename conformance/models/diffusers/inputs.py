@@ -35,17 +35,28 @@ def forward_params(fn: Any) -> dict[str, inspect.Parameter]:
 
 def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[str, Any]]:
     """Input dicts for `fn` (default model.forward), most likely first; raises MissingInputBuilder
-    when a required parameter has no rule."""
-    from conformance.models.diffusers.rules import OPTIONAL_WANTED, build_choices
-
+    when a required parameter has no rule. The required parameters and the conditioning ones
+    (rules.OPTIONAL_WANTED) come first; then every optional parameter a rule builds, for forwards
+    whose code needs an input its signature calls optional."""
     config = config_of(model)
     geometry = geometry_of(config)
     params = forward_params(fn or model.forward)
     widths = _text_widths(config, geometry.text_width)
+    wanted = _choices(model, entry, seed, params, config, geometry, widths, every_optional=False)
+    found = _expand(wanted)
+    every = _choices(model, entry, seed, params, config, geometry, widths, every_optional=True)
+    if [n for n, _ in every] != [n for n, _ in wanted]:
+        found += _expand(every)[: MAX_CANDIDATES // 2]
+    return found
+
+
+def _choices(model, entry, seed, params, config, geometry, widths, every_optional: bool) -> list[tuple[str, list]]:
+    from conformance.models.diffusers.rules import OPTIONAL_WANTED, build_choices
+
     choices: list[tuple[str, list[Any]]] = []
     for name, param in params.items():
         required = param.default is inspect.Parameter.empty
-        if not required and name not in OPTIONAL_WANTED:
+        if not required and name not in OPTIONAL_WANTED and not every_optional:
             continue
         options = build_choices(name, model, config, geometry, entry.modality, seed, widths, params)
         if options is None:
@@ -56,6 +67,10 @@ def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[s
         choices.append((name, options))
     if "return_dict" in params:
         choices.append(("return_dict", [False]))
+    return choices
+
+
+def _expand(choices: list[tuple[str, list]]) -> list[dict[str, Any]]:
     return [{name: options[i] for (name, options), i in zip(choices, picks) if options[i] is not SKIPPED}
             for picks in _nearest_first([len(options) for _, options in choices])]
 

@@ -30,16 +30,23 @@ def _autoencoder_inputs(model: Any, entry: Any, seed: int) -> dict[str, Any]:
     encode = choose(model, lambda m, i: encoded_tensor(m.encode(**i)), candidates(model, entry, seed, model.encode))
     with torch.no_grad():
         latents = encoded_tensor(model.encode(**encode))
-    channels = latents.shape[1]
-    latent_channels = getattr(model.config, "latent_channels", None) or getattr(model.config, "z_dim", None)
-    if isinstance(latent_channels, int) and channels == 2 * latent_channels:
-        latents = latents[:, :latent_channels]  # the posterior's mean and log-variance, stacked
-    z = _randn(tuple(latents.shape), seed + 1)
+    # the encoder may put out the posterior's mean and log-variance stacked: latents are half of it
+    shapes = [tuple(latents.shape)]
+    if latents.dim() > 1 and latents.shape[1] % 2 == 0:
+        shapes.append((latents.shape[0], latents.shape[1] // 2, *latents.shape[2:]))
+    if _latent_channels(model) == latents.shape[1] // 2:
+        shapes.reverse()
     decode_params = candidates(model, entry, seed, model.decode)
     decode_options = [{**{k: v for k, v in option.items() if k not in ("z", "sample", "latents", "x")},
-                       _decode_arg(model): z} for option in decode_params]
+                       _decode_arg(model): _randn(shape, seed + 1)} for shape in shapes for option in decode_params]
     decode = choose(model, lambda m, i: m.decode(**i), decode_options)
     return {ENCODE: encode, DECODE: decode}
+
+
+def _latent_channels(model: Any) -> int | None:
+    from conformance.models.diffusers.geometry import first_int
+
+    return first_int(dict(model.config), ("latent_channels", "z_channels", "z_dim", "latent_dim", "embed_dim"))
 
 
 def _decode_arg(model: Any) -> str:

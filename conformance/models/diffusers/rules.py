@@ -19,7 +19,7 @@ OPTIONAL_WANTED = frozenset({
     "added_cond_kwargs", "encoder_hidden_states_t5", "text_embedding_mask", "text_embedding_mask_t5",
     "image_meta_size", "style", "img_shapes", "encoder_hidden_states_mask", "global_hidden_states",
     "class_labels", "pooled_embeds", "encoder_hidden_states_llama3", "img_sizes", "controlnet_mode",
-    "conditioning_scale", "fps", "hidden_states_1", "text_hidden_states", "start_seconds", "end_seconds",
+    "conditioning_scale", "fps", "hidden_states_1", "mask", "text_hidden_states", "start_seconds", "end_seconds",
 })
 MAIN_SAMPLE = ("sample", "hidden_states", "x", "latents", "z", "mel", "inputs_embeds", "z_latent", "input",
                "latent_image_embeds", "controls_latents")
@@ -30,7 +30,7 @@ MASK = re.compile(r"(^|_)(mask|masks)$|^encoder_mask$")
 TEXT_STATES = re.compile(r"^(encoder_hidden_states(_\w+)?|text_hidden_states|cap_feats|text_bth|prompt_embeds|"
                          r"context|clip_text|hidden_states_1|source_hidden_states|lyric_hidden_states)$")
 POOLED = re.compile(r"^(pooled_projections|pooled_embeds|pooled_text_emb|clip_text_pooled|global_hidden_states|"
-                    r"image_embeds|proj_embedding|clip_img)$")
+                    r"image_embeds|image_embeddings|proj_embedding|clip_img)$")
 
 
 def _generator(seed: int):
@@ -56,7 +56,8 @@ def sample_layouts(name: str, config: dict[str, Any], g: Geometry, modality: str
     c, side = g.channels, g.side
     grid = {"image": (g.batch, c, side, side), "video": (g.batch, c, g.frames, side, side),
             "audio": (g.batch, c, side * side)}
-    tokens = (g.batch, g.tokens, c)
+    frames = max(1, g.frames // g.temporal_patch) if modality == "video" else 1
+    tokens = (g.batch, frames * g.tokens, c)
     order = [grid[modality], tokens] if "img_ids" not in params else [tokens, grid[modality]]
     if modality == "video":
         order.insert(1, (g.batch, g.frames, c, side, side))  # frames before channels (CogVideoX)
@@ -115,6 +116,10 @@ def build_choices(name: str, model: Any, config: dict[str, Any], g: Geometry, mo
         return [[o, o] for o in options] if _is_multi(model) else options
     if LIKE_SAMPLE.match(name):  # image / context / control latents beside the noisy ones
         return sample_layouts(name, config, g, modality, seed, params)
+    if name == "xs" and hasattr(model, "adapters"):  # every adapter's image, stacked on channels
+        parts = [a.config.get("in_channels", 3) for a in model.adapters]
+        factor = model.adapters[0].config.get("downscale_factor", 8)
+        return [_randn((g.batch, sum(parts), g.side * factor, g.side * factor), s)]
     if name == "condition_mask":
         return [torch.ones(g.batch, 1, g.frames, g.side, g.side), torch.ones(g.batch, 1, g.side, g.side)]
     if name == "controlnet_mode":
@@ -153,8 +158,10 @@ def build_choices(name: str, model: Any, config: dict[str, Any], g: Geometry, mo
             config.get("num_embeds_ada_norm") or "DiT" in type(model).__name__ else [SKIPPED]
     if name in ("fps",):
         return [torch.tensor([8.0] * g.batch), 8]
-    if name == "num_frames":
+    if name in ("num_frames", "video_length"):
         return [g.frames]
+    if name in ("height", "width"):
+        return [g.side]
     if name in ("img_shapes",):
         return [[[(1, g.side // 2, g.side // 2)]] * g.batch, [(1, g.side // 2, g.side // 2)] * g.batch]
     if name in ("original_size", "target_size", "crop_coords"):
