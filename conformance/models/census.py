@@ -120,12 +120,9 @@ def census(subjects: Sequence[str], jobs: int = 1, batch: int = BATCH, timeout_s
            on_pair: Callable[[PairStatus], None] | None = None,
            checker: Callable | None = None, library: str = "transformers") -> dict[str, PairStatus]:
     """subject -> PairStatus for every subject (keys of `entries_of(library)`), in `jobs` worker
-    processes; `checker` (a module-level function, entry -> PairStatus; default the library's)
-    checks one pair."""
-    if checker is None:
-        checker = check_pair
-        if library == "diffusers":
-            from conformance.models.diffusers.census import check_class as checker
+    processes; `checker` (a module-level function, entry -> PairStatus; the Diffusers zoo's is
+    conformance.models.diffusers.census.check_class) checks one pair."""
+    checker = checker or check_pair
     entries = entries_of(library)
     ordered = sorted(subjects, key=lambda s: (entries[s].model_type, s))
     batches = [ordered[i:i + batch] for i in range(0, len(ordered), batch)]

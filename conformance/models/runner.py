@@ -29,6 +29,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from conformance.models.outputs import forward_outputs
 from conformance.models.plan import SUITE, ModelOptions
 from conformance.numerics import Comparison, compare
 from conformance.outcome import Missing, NotApplicable, ReferenceFailed, result_for
@@ -195,21 +196,6 @@ def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
     if "use_cache" in accepted:
         kwargs["use_cache"] = False  # one plain forward; generate exercises the cache
     return kwargs
-
-
-def forward_outputs(output):
-    """What a forward is judged on: the logits where the head has them, else every tensor the
-    output carries (hidden states, boxes, depth, feature maps, waveforms), caches left out."""
-    import torch
-
-    logits = getattr(output, "logits", None)
-    if isinstance(logits, torch.Tensor):
-        return logits
-    if isinstance(output, torch.Tensor):
-        return output
-    items = output.items() if hasattr(output, "items") else enumerate(output)
-    return {str(key): value for key, value in items if isinstance(value, torch.Tensor)
-            or (isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value))}
 
 
 def run_forward(model, inputs):

@@ -73,7 +73,10 @@ def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs:
         from conformance.models.census import census
         from conformance.models.census_report import summarise
 
-        statuses = census([e.subject for e in entries], jobs=jobs, library=library)
+        checker = None
+        if library == "diffusers":
+            from conformance.models.diffusers.census import check_class as checker
+        statuses = census([e.subject for e in entries], jobs=jobs, library=library, checker=checker)
         summary = summarise(entries, statuses)
         for row in rows:
             found = statuses[row["subject"]]

@@ -54,7 +54,7 @@ def autoencode(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def outputs_of(model: Any, inputs: dict[str, Any]) -> Any:
-    from conformance.models.runner import forward_outputs
+    from conformance.models.outputs import forward_outputs
 
     if ENCODE in inputs:
         return autoencode(model, inputs)

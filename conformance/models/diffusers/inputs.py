@@ -18,6 +18,7 @@ import itertools
 from typing import Any
 
 from conformance.models.diffusers.geometry import TEXT_WIDTH_KEYS, geometry_of
+from conformance.models.diffusers.rules import SKIPPED
 from conformance.models.documented import MissingInputBuilder
 
 MAX_CANDIDATES = 24
@@ -81,14 +82,6 @@ def _nearest_first(sizes: list[int]) -> list[tuple[int, ...]]:
     ranked = sorted(itertools.product(*[range(min(n, MAX_ALTERNATIVES)) for n in sizes]),
                     key=lambda picks: (sum(1 for i in picks if i), sum(picks)))
     return ranked[:MAX_CANDIDATES]
-
-
-class _Skipped:
-    def __repr__(self) -> str:
-        return "SKIPPED"
-
-
-SKIPPED = _Skipped()  # an optional input left to its default
 
 
 def _text_widths(config: dict[str, Any], first: int | None) -> list[int]:

@@ -33,6 +33,14 @@ POOLED = re.compile(r"^(pooled_projections|pooled_embeds|pooled_text_emb|clip_te
                     r"image_embeds|image_embeddings|proj_embedding|clip_img)$")
 
 
+class _Skipped:
+    def __repr__(self) -> str:
+        return "SKIPPED"
+
+
+SKIPPED = _Skipped()  # an optional input left to its default
+
+
 def _generator(seed: int):
     import torch
 
@@ -100,8 +108,6 @@ def _rope_axes(config: dict[str, Any]) -> int:
 def build_choices(name: str, model: Any, config: dict[str, Any], g: Geometry, modality: str, seed: int,
                   widths: list[int], params: dict[str, Any]) -> list[Any] | None:
     import torch
-
-    from conformance.models.diffusers.inputs import SKIPPED
 
     s = _name_seed(seed, name)
     if name in MAIN_SAMPLE:
