@@ -79,10 +79,16 @@ def sample_layouts(name: str, config: dict[str, Any], g: Geometry, modality: str
     return [_randn(shape, s) for shape in order]
 
 
-def _timesteps(g: Geometry):
+def _timesteps(g: Geometry, modality: str):
+    """One timestep per sample (fractions, then integer steps), a scalar; a video model may take
+    one per frame, (B, F) or (B, 1, F) (AnyFlow, SANA-WM)."""
     import torch
 
-    return [torch.tensor([0.25, 0.75])[: g.batch], torch.tensor([250, 750])[: g.batch], torch.tensor(0.5)]
+    options = [torch.tensor([0.25, 0.75])[: g.batch], torch.tensor([250, 750])[: g.batch], torch.tensor(0.5)]
+    if modality == "video":
+        per_frame = torch.linspace(0.2, 0.8, g.batch * g.frames).reshape(g.batch, g.frames)
+        options += [per_frame, per_frame.unsqueeze(1)]
+    return options
 
 
 def _ids(n: int, axes: int, grid: int | None = None):
@@ -137,7 +143,7 @@ def build_choices(name: str, model: Any, config: dict[str, Any], g: Geometry, mo
     if name == "conditioning_scale":
         return [[1.0, 1.0] if _is_multi(model) else 1.0]
     if TIMESTEP.match(name):
-        return _timesteps(g)
+        return _timesteps(g, modality)
     if name == "guidance":
         return [torch.full((g.batch,), 3.5)] if config.get("guidance_embeds", True) else [SKIPPED]
     if TEXT_STATES.match(name):
