@@ -57,8 +57,13 @@ command = suite_command("models", ModelOptions, help=HELP, default_timeout=300.0
 
 def _list(archs: list[str], tasks: list[str], check_build: bool, fmt: str, jobs: int,
           library: str = "transformers", families: list[str] | None = None) -> None:
+    from op_db.errors import InputError
     from reports.sanitize import dumps_json, echo
 
+    if families and library != "diffusers":
+        raise InputError(f"--family does not apply to --library {library}.")
+    if tasks and library == "diffusers":
+        raise InputError("--task does not apply to --library diffusers.")
     if library == "diffusers":
         from conformance.models.diffusers import zoo as diffusers_zoo
 

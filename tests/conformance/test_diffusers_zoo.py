@@ -138,3 +138,12 @@ def test_report_family_table_counts_classes_and_blocking_ops():
                      result("diffusers:C", Status.ERROR, "aten.conv.x"), result("diffusers:D", Status.MISMATCH, "aten.y")])
     assert rows == [{"family": "image", "classes": 4, "passed": 1, "blocked": 3,
                      "top_blocking_ops": [{"op": "aten.conv.x", "classes": 2}, {"op": "aten.y", "classes": 1}]}]
+
+
+def test_listing_refuses_the_other_librarys_options():
+    from porting_cli.commands.models import _list
+
+    with pytest.raises(InputError, match="--family does not apply"):
+        _list([], [], False, "table", 1, library="transformers", families=["video"])
+    with pytest.raises(InputError, match="--task does not apply"):
+        _list([], ["causal-lm"], False, "table", 1, library="diffusers")
