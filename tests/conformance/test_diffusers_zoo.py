@@ -147,3 +147,16 @@ def test_listing_refuses_the_other_librarys_options():
         _list([], [], False, "table", 1, library="transformers", families=["video"])
     with pytest.raises(InputError, match="--task does not apply"):
         _list([], ["causal-lm"], False, "table", 1, library="diffusers")
+
+
+def test_compile_mode_compiles_an_autoencoders_encode_and_decode(sim_device):
+    from conformance.compiling.settings import CompileSettings
+    from conformance.config import RunConfig
+    from conformance.engine.worker import init_worker, run_one
+    from conformance.models.plan import ModelOptions
+
+    ctx = init_worker(RunConfig(backend="sim", device="sim", suite_options=ModelOptions(library="diffusers"),
+                                compile=CompileSettings()))
+    result = run_one(WorkItem("model", "diffusers:AutoencoderTiny", "forward", "float32", "compile"), ctx)
+    assert result.status is Status.PASS, result.message
+    assert result.compile["graph_breaks"] == 0 and "aten.convolution.default" in result.compile["graph_ops"]
