@@ -24,7 +24,7 @@ _ROLE_RULES: tuple[tuple[str, re.Pattern], ...] = (
 _MODALITY_RULES: tuple[tuple[str, re.Pattern], ...] = (
     ("audio", re.compile(r"Audio|Music|Vocoder|1D|Oobleck|audio|T5Film")),
     ("video", re.compile(r"3D|Video|video|Temporal|Motion|Wan|I2VGen|Cosmos|SanaWM|Magvit|Mochi|Allegro|Latte|"
-                         r"Kandinsky[56]|AnyFlow|Helios|ChronoEdit|SkyReels|EasyAnimate|MiniMaxH3")),
+                         r"Kandinsky[56]|AnyFlow|Helios|ChronoEdit|SkyReels|EasyAnimate|MiniMaxH3|^SparseControlNet")),
 )
 # Classes whose name and config say nothing of what they generate: class -> (family, modality).
 TABLE: dict[str, tuple[str, str]] = {

@@ -25,8 +25,18 @@ MAX_CANDIDATES = 24
 MAX_ALTERNATIVES = 6  # per parameter
 
 
+# Where a wrapper of several models (MultiControlNetModel, MultiAdapter) keeps them.
+WRAPPED_MODELS = ("nets", "controlnets", "adapters")
+
+
 def config_of(model: Any) -> dict[str, Any]:
-    return dict(getattr(model, "config", {}) or {})
+    """The model's config; a wrapper's inputs are its wrapped models' (their config first)."""
+    own = dict(getattr(model, "config", {}) or {})
+    for attr in WRAPPED_MODELS:
+        parts = getattr(model, attr, None)
+        if parts is not None and len(parts) and hasattr(parts[0], "config"):
+            return {**dict(parts[0].config), **{k: v for k, v in own.items() if not k.startswith("_")}}
+    return own
 
 
 def forward_params(fn: Any) -> dict[str, inspect.Parameter]:

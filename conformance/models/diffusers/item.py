@@ -37,7 +37,7 @@ def _autoencoder_inputs(model: Any, entry: Any, seed: int) -> dict[str, Any]:
     if _latent_channels(model) == latents.shape[1] // 2:
         shapes.reverse()
     decode_params = candidates(model, entry, seed, model.decode)
-    decode_options = [{**{k: v for k, v in option.items() if k not in ("z", "sample", "latents", "x")},
+    decode_options = [{**{k: v for k, v in option.items() if k not in ("z", "h", "sample", "latents", "x")},
                        _decode_arg(model): _randn(shape, seed + 1)} for shape in shapes for option in decode_params]
     decode = choose(model, lambda m, i: m.decode(**i), decode_options)
     return {ENCODE: encode, DECODE: decode}

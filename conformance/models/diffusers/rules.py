@@ -21,7 +21,8 @@ OPTIONAL_WANTED = frozenset({
     "class_labels", "pooled_embeds", "encoder_hidden_states_llama3", "img_sizes", "controlnet_mode",
     "conditioning_scale", "fps", "hidden_states_1", "mask", "text_hidden_states", "start_seconds", "end_seconds",
 })
-MAIN_SAMPLE = ("sample", "hidden_states", "x", "latents", "z", "mel", "inputs_embeds", "z_latent", "input",
+MAIN_SAMPLE = ("sample", "hidden_states", "x", "latents", "z", "h", "mel", "audio", "audio_data", "waveform",
+               "inputs_embeds", "z_latent", "input",
                "latent_image_embeds", "controls_latents")
 LIKE_SAMPLE = re.compile(r"^(\w+_)?latents?(_\w+)?$|^latent_cond$")
 TIMESTEP = re.compile(r"^(timesteps?|t|timestep_r|r_timestep|timestep_ratio|sigma|decoder_noise_time|"
