@@ -52,6 +52,7 @@ class Report:
     coverage: dict[str, int]
     rounding: Matrix | None = None  # op x dtype: the rounding class measured (Result.numerics)
     graph_breaks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    families: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # Diffusers zoo, per family
 
     @property
     def simulated(self) -> bool:
@@ -81,6 +82,7 @@ class Report:
                 "coverage": self.coverage,
                 "rounding": dataclasses.asdict(self.rounding) if self.rounding else None,
                 "graph_breaks": self.graph_breaks,
+                "families": self.families,
             },
         }
 
@@ -116,6 +118,7 @@ def build_report(
         coverage=dict(Counter(kind for _, kind in coverage)),
         rounding=rounding(results),
         graph_breaks=graph_breaks(results),
+        families=families(results),
     )
 
 
@@ -238,6 +241,29 @@ def zoo_ops_from_census(path: str | Path) -> dict[str, set[str]]:
         return {row["subject"]: set(row["ops"]) for row in data["models"] if row.get("ops")}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path} is not a zoo census (models --list --check-build --format json): {exc}") from exc
+
+
+TOP_BLOCKING_OPS = 3
+
+
+def families(results: list[Result]) -> list[dict[str, Any]]:
+    """Per model family (the Diffusers zoo records one in `extra["family"]`): classes run, passed
+    (every item working) and blocked (an item failing), and the aten overloads that block the
+    most of its classes."""
+    by_family: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        family = (r.extra or {}).get("family")
+        if family:
+            by_family[family][r.subject].append(r)
+    rows = []
+    for family, subjects in sorted(by_family.items()):
+        blocked = {s: items for s, items in subjects.items() if any(r.status in BLOCKING for r in items)}
+        passed = [s for s, items in subjects.items() if all(r.status in WORKING for r in items)]
+        ops = Counter(op for items in blocked.values()
+                      for op in {r.failing_op for r in items if r.status in BLOCKING and r.failing_op})
+        rows.append({"family": family, "classes": len(subjects), "passed": len(passed), "blocked": len(blocked),
+                     "top_blocking_ops": [{"op": op, "classes": n} for op, n in ops.most_common(TOP_BLOCKING_OPS)]})
+    return rows
 
 
 def graph_breaks(results: list[Result]) -> list[dict[str, Any]]:

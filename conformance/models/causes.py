@@ -54,12 +54,33 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
 
 
+def _guarded_import(exc: NameError) -> str | None:
+    """The package whose guarded import would have bound the undefined name (Diffusers imports
+    torchvision's `transforms` only when torchvision is installed), read off the module source
+    of the frame that raised; None when no import there binds it."""
+    import linecache
+
+    name = getattr(exc, "name", None)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if not name or tb is None:
+        return None
+    source = "".join(linecache.getlines(tb.tb_frame.f_code.co_filename))
+    found = re.search(rf"^\s*from\s+(\w+)[\w.]*\s+import\s+[^\n]*\b{re.escape(name)}\b|"
+                      rf"^\s*import\s+(\w+)[\w.]*\s+as\s+{re.escape(name)}\b", source, re.MULTILINE)
+    return next((g for g in found.groups() if g), None) if found else None
+
+
 def classify(exc: BaseException, stage: str) -> Failure:
     """The cause of `exc`, raised while making the pair's `stage` (one of STAGES)."""
     from conformance.models.documented import MissingInputBuilder
 
     chain = _chain(exc)
     for link in chain:
+        package = _guarded_import(link) if isinstance(link, NameError) else None
+        if package:
+            return Failure(OPTIONAL_DEPENDENCY, package)
         if isinstance(link, ImportError):
             name = getattr(link, "name", None)
             match = _LIBRARY.search(str(link))

@@ -80,14 +80,28 @@ def check_pair(entry) -> PairStatus:
                       ops=ops)
 
 
-def _worker(subjects: Sequence[str], out, checker: Callable = check_pair) -> None:
-    import transformers
+def entries_of(library: str) -> dict:
+    """subject -> zoo entry of `library` ("transformers" or "diffusers"); every entry has
+    subject, model_type and task (a Diffusers class's task is its family)."""
+    if library == "diffusers":
+        from conformance.models.diffusers.zoo import catalogue
 
+        return catalogue()
     from conformance.models import zoo
+
+    return zoo.pairs()
+
+
+def _worker(subjects: Sequence[str], out, checker: Callable = check_pair, library: str = "transformers") -> None:
+    import transformers
 
     die_with_parent()  # a worker stuck in a model's forward must not outlive a killed census
     transformers.logging.set_verbosity_error()
-    entries = zoo.pairs()
+    if library == "diffusers":
+        from conformance.models.diffusers.zoo import quiet
+
+        quiet()
+    entries = entries_of(library)
     for subject in subjects:
         out.put(("start", subject))
         out.put(("done", checker(entries[subject])))
@@ -104,12 +118,12 @@ class _Running:
 
 def census(subjects: Sequence[str], jobs: int = 1, batch: int = BATCH, timeout_s: float = DEFAULT_TIMEOUT_S,
            on_pair: Callable[[PairStatus], None] | None = None,
-           checker: Callable = check_pair) -> dict[str, PairStatus]:
-    """subject -> PairStatus for every subject (zoo.pairs() keys), in `jobs` worker processes;
-    `checker` (a module-level function, entry -> PairStatus) checks one pair."""
-    from conformance.models import zoo
-
-    entries = zoo.pairs()
+           checker: Callable | None = None, library: str = "transformers") -> dict[str, PairStatus]:
+    """subject -> PairStatus for every subject (keys of `entries_of(library)`), in `jobs` worker
+    processes; `checker` (a module-level function, entry -> PairStatus; the Diffusers zoo's is
+    conformance.models.diffusers.census.check_class) checks one pair."""
+    checker = checker or check_pair
+    entries = entries_of(library)
     ordered = sorted(subjects, key=lambda s: (entries[s].model_type, s))
     batches = [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
     mp = multiprocessing.get_context("spawn")
@@ -123,7 +137,7 @@ def census(subjects: Sequence[str], jobs: int = 1, batch: int = BATCH, timeout_s
             on_pair(status)
 
     def launch(todo: list[str]) -> None:
-        process = mp.Process(target=_relay, args=(todo, results, checker), daemon=True)
+        process = mp.Process(target=_relay, args=(todo, results, checker, library), daemon=True)
         process.start()
         running[process.pid] = _Running(process, list(todo))
 
@@ -147,14 +161,13 @@ def census(subjects: Sequence[str], jobs: int = 1, batch: int = BATCH, timeout_s
             overdue = job.current is not None and time.monotonic() - job.since > timeout_s
             died = not job.process.is_alive() and job.process.exitcode not in (0, None)
             if overdue or died:
-                _stop(job, pid, running, found, record, timeout_s, overdue, pending)
+                _stop(job, pid, running, found, record, timeout_s, overdue, pending, entries)
     return {s: found[s] for s in subjects if s in found}
 
 
-def _stop(job: _Running, pid: int, running, found, record, timeout_s, overdue, pending) -> None:
+def _stop(job: _Running, pid: int, running, found, record, timeout_s, overdue, pending, entries) -> None:
     """Kill an overdue (or dead) worker: its current pair is a TIMEOUT (or a crash, a model bug),
     the rest of its batch goes to a fresh worker."""
-    from conformance.models import zoo
     from conformance.models.causes import MODEL_BUG, TIMEOUT
 
     if job.process.is_alive() and not overdue:
@@ -164,7 +177,7 @@ def _stop(job: _Running, pid: int, running, found, record, timeout_s, overdue, p
     running.pop(pid)
     subject = job.current or (job.todo[0] if job.todo else None)
     if subject is not None and subject not in found:
-        entry = zoo.pairs()[subject]
+        entry = entries[subject]
         cause, detail = (TIMEOUT, f"no forward within {timeout_s:g} s") if overdue else \
             (MODEL_BUG, f"worker died (exit code {job.process.exitcode})")
         record(PairStatus(subject, entry.model_type, entry.task, False, cause, detail, timeout_s if overdue else 0.0))
@@ -173,7 +186,7 @@ def _stop(job: _Running, pid: int, running, found, record, timeout_s, overdue, p
         pending.insert(0, rest)
 
 
-def _relay(subjects: Sequence[str], results, checker: Callable) -> None:
+def _relay(subjects: Sequence[str], results, checker: Callable, library: str) -> None:
     """Run the worker, tagging each message with this process id for the parent's one queue."""
     import os
 
@@ -181,7 +194,7 @@ def _relay(subjects: Sequence[str], results, checker: Callable) -> None:
         def put(self, message):
             results.put((os.getpid(), *message))
 
-    _worker(subjects, _Tagged(), checker)
+    _worker(subjects, _Tagged(), checker, library)
 
 
 def aten_coverage(statuses: dict[str, PairStatus]) -> tuple[set[str], dict[str, set[str]]]:

@@ -61,7 +61,7 @@ def _short(text: str, limit: int = 110) -> str:
 
 
 def render_listing(rows: list[dict[str, Any]], summary: CensusSummary | None,
-                   escape: Callable[[str], str]) -> str:
+                   escape: Callable[[str], str], group: str = "task") -> str:
     """The pairs table (with each failure's cause under --check-build), then the figures;
     `escape` makes model-supplied text (exception messages) safe for a terminal."""
     from tabulate import tabulate
@@ -69,20 +69,24 @@ def render_listing(rows: list[dict[str, Any]], summary: CensusSummary | None,
     def cell(text: str) -> str:
         return escape(_short(str(text)))
 
-    headers = ["subject", "task", "class"] + (["build", "aten ops"] if summary else [])
+    headers = ["subject", group, "class"] + (["build", "aten ops"] if summary else [])
     table = [[cell(r["subject"]), cell(r["task"]), cell(r["class_name"])]
              + ([cell(r["build"]), r["aten_ops"]] if summary else []) for r in rows]
     out = [tabulate(table, headers=headers), ""]
     if summary is None:
         counts = Counter(r["task"] for r in rows)
-        out.append(tabulate(sorted(counts.items()), headers=["task", "types"]))
+        out.append(tabulate(sorted(counts.items()), headers=[group, "types"]))
         return "\n".join(out)
     out.append(tabulate([[cell(task), c["types"], c["ok"], c["aten_ops"]] for task, c in summary.per_task.items()],
-                        headers=["task", "types", "build+forward ok", "distinct aten overloads"]))
+                        headers=[group, "types", "build+forward ok", "distinct aten overloads"]))
     out += ["", tabulate([[cause, n] for cause, n in summary.causes.items()], headers=["cause", "pairs"])]
     if summary.dependencies:
         out += ["", tabulate([[cell(name), n] for name, n in summary.dependencies.items()],
                              headers=["optional dependency", "pairs"])]
+    if group == "family":  # one class per subject: the pair counts are the class counts
+        return "\n".join(out + ["", f"classes: {summary.pairs_ok}/{summary.pairs} build tiny and run a forward "
+                                    f"({_percent(summary.pairs_ok, summary.pairs)})",
+                                 f"distinct aten overloads exercised by the zoo: {summary.aten_ops}"])
     out += ["",
             f"types: {summary.types_ok}/{summary.types} run a forward in at least one task "
             f"({_percent(summary.types_ok, summary.types)})",

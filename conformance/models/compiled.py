@@ -40,7 +40,13 @@ def compile_model(model, ctx, variant: str) -> tuple[CompileWatch, Any]:
     if variant == "generate":
         model.forward = watch.compile(model.forward)
         return watch, model
-    return watch, CompiledModel(model, watch.compile(model))
+    compiled = CompiledModel(model, watch.compile(model))
+    if type(model).__module__.startswith("diffusers."):
+        # a Diffusers autoencoder is checked through encode and decode, not forward: compile those
+        for name in ("encode", "decode"):
+            if callable(getattr(model, name, None)):
+                setattr(compiled, name, watch.compile(getattr(model, name)))
+    return watch, compiled
 
 
 def mark_batch_dynamic(inputs: dict[str, Any]) -> None:

@@ -252,16 +252,24 @@ def _labels(task: str, inputs: dict[str, Any], seed: int):
 
 
 def cast_inputs(inputs: dict[str, Any], device: Any = None, dtype: Any = None) -> dict[str, Any]:
-    """Move tensors to `device`; floating tensors also take `dtype`."""
+    """Move tensors (nested in dicts and lists too: SDXL's added_cond_kwargs, a Diffusers
+    autoencoder's encode and decode inputs) to `device`; floating tensors also take `dtype`."""
     import torch
+    from torch.utils import _pytree as pytree
 
     from conformance.models.session_inputs import SESSION, remade
 
+    def cast(value):
+        if isinstance(value, torch.Tensor):
+            return value.to(device=device, dtype=dtype if value.is_floating_point() and dtype else value.dtype)
+        return value
+
     out = {}
     for key, value in inputs.items():
-        if isinstance(value, torch.Tensor):
-            value = value.to(device=device, dtype=dtype if value.is_floating_point() and dtype else value.dtype)
-        elif key == SESSION:  # a video tracker's stateful session: a fresh one per run
-            value = remade(value, device, dtype)
-        out[key] = value
+        if key == SESSION:  # a video tracker's stateful session: a fresh one per run
+            out[key] = remade(value, device, dtype)
+        elif isinstance(value, (dict, list, tuple)):
+            out[key] = pytree.tree_map(cast, value)
+        else:
+            out[key] = cast(value)
     return out

@@ -32,6 +32,16 @@ class ModelOptions:
                                 kind="flag")
     attn: str = cli_option("eager", "--attn", "Attention implementation the models are built with.", kind="choice",
                            choices=("eager", "sdpa"), show_default=True)
+    library: str = cli_option("transformers", "--library", "Which library's model zoo: Transformers (tasks) or "
+                              "Diffusers (model classes: UNets, DiTs, video transformers, autoencoders, ControlNets, "
+                              "adapters; subjects diffusers:<ClassName>).", kind="choice",
+                              choices=("transformers", "diffusers"), show_default=True)
+    families: tuple[str, ...] = cli_option((), "--family", "With --library diffusers: comma list of families (image, "
+                                           "video, audio, world-model, autoencoder, controlnet, adapter, other). "
+                                           "Default: all.", kind="list")
+    step: bool = cli_option(False, "--step", "With --library diffusers: also run one denoising step (scheduler step "
+                            "plus model) for the classes with a representative pipeline (SD UNet, Flux, Wan, Cosmos).",
+                            kind="flag")
     divergence: bool = cli_option(True, "--no-divergence", "Do not rerun a MISMATCH under hooks to find its first "
                                   "divergent module.", kind="flag", negate=True)
 
@@ -40,6 +50,11 @@ class ModelOptions:
         from conformance.planning import parse_modes
 
         object.__setattr__(self, "modes", parse_modes(self.modes))
+        diffusers = self.library == "diffusers"
+        for flag, given, allowed in (("--task", self.tasks, not diffusers), ("--generate", self.generate, not diffusers),
+                                     ("--family", self.families, diffusers), ("--step", self.step, diffusers)):
+            if given and not allowed:
+                raise InputError(f"{flag} does not apply to --library {self.library}.")
 
 
 def model_dtypes(names: list[str] | None) -> list[str]:
@@ -61,6 +76,8 @@ def plan(options: ModelOptions) -> list[WorkItem]:
     from conformance.models import zoo
 
     modes = options.modes or ("eager",)
+    if options.library == "diffusers":
+        return _diffusers_plan(options, modes)
     entries = zoo.select(list(options.archs), list(options.tasks))
     items = []
     for entry in entries:
@@ -71,4 +88,20 @@ def plan(options: ModelOptions) -> list[WorkItem]:
             for dtype in options.dtypes:
                 for mode in modes:
                     items.append(WorkItem(SUITE, entry.subject, variant, dtype, mode))
+    return items
+
+
+def _diffusers_plan(options: ModelOptions, modes: tuple[str, ...]) -> list[WorkItem]:
+    """Forward items for every selected Diffusers class, plus backward (--grad) and one denoising
+    step (--step, the classes with a representative pipeline)."""
+    from conformance.models.diffusers import zoo
+    from conformance.models.diffusers.pipeline_step import PIPELINES
+
+    items = []
+    for entry in zoo.select(list(options.archs), list(options.families)):
+        variants = ["forward"] + (["backward"] if options.grad else [])
+        if options.step and entry.class_name in PIPELINES:
+            variants.append("step")
+        items += [WorkItem(SUITE, entry.subject, variant, dtype, mode)
+                  for variant in variants for dtype in options.dtypes for mode in modes]
     return items

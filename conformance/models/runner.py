@@ -29,6 +29,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from conformance.models.outputs import forward_outputs
 from conformance.models.plan import SUITE, ModelOptions
 from conformance.numerics import Comparison, compare
 from conformance.outcome import Missing, NotApplicable, ReferenceFailed, result_for
@@ -47,37 +48,26 @@ def prepare(ctx) -> None:
 
     transformers.logging.set_verbosity_error()
     from conformance.models import zoo
+    from conformance.models.diffusers.zoo import quiet
 
+    quiet()
     ctx.state[SUITE] = {"catalogue": zoo.catalogue()}
 
 
 def run_item(item: WorkItem, ctx) -> Result:
     import torch
 
-    from conformance.models import zoo
-    from conformance.models.inputs import make_inputs
+    from conformance.models.diffusers.zoo import is_diffusers
 
     options = ctx.config.options_of(ModelOptions)
-    entry = zoo.pairs().get(item.subject)
-    if entry is None:
-        return result_for(item, NotApplicable(f"unknown model type {item.subject!r}"))
     if not ctx.adapter.dtype_supported(item.dtype):
         return result_for(item, Missing(f"the {ctx.adapter.name} backend does not support {item.dtype}."))
-    if item.variant == "generate" and entry.task not in zoo.GENERATIVE_TASKS:
-        return result_for(item, NotApplicable(f"{entry.task} models do not generate"))
-    dtype = getattr(torch, item.dtype)
     seed = ctx.config.seed
-    try:
-        base = zoo.build_model(entry, attn=options.attn, seed=seed)
-    except zoo.BuildError as exc:
-        return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
-    try:
-        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
-    except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
-        return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
-                          extra={"task": entry.task, "stage": "inputs"})
-    run = _VARIANTS[item.variant]
-    extra: dict[str, Any] = {"task": entry.task, "class": entry.class_name, "attn": options.attn}
+    made = _diffusers_item(item, seed) if is_diffusers(item.subject) else _transformers_item(item, options, seed)
+    if isinstance(made, Result):
+        return made
+    base, inputs, run, extra = made
+    dtype = getattr(torch, item.dtype)
     try:
         ref_model = _copy(base, "cpu", dtype)
         ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
@@ -91,7 +81,7 @@ def run_item(item: WorkItem, ctx) -> Result:
         except _RefFailure as exc:  # the rule falls back to allclose against the CPU alone
             hi_model = None
             extra["oracle"] = shorten(f"float64 oracle unavailable: {exc}", 300)
-    device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed)
+    device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed, forward=_forward_of(item, run))
     failure = device_run.execute()
     fields = {"aten_ops": dict(device_run.ops), "fallback_ops": sorted(device_run.fallbacks), "extra": extra,
               "check": "exact" if item.variant == "generate" else "numerics"}
@@ -115,6 +105,69 @@ def run_item(item: WorkItem, ctx) -> Result:
     if not comparison.ok and options.divergence:
         _add_divergence(result, device_run, ref_model, hi_model, inputs, dtype, seed)
     return result
+
+
+def _transformers_item(item: WorkItem, options: ModelOptions, seed: int):
+    """(tiny model, inputs, variant function, extra) of a Transformers item, or its Result."""
+    from conformance.models import zoo
+    from conformance.models.inputs import make_inputs
+
+    entry = zoo.pairs().get(item.subject)
+    if entry is None:
+        return result_for(item, NotApplicable(f"unknown model type {item.subject!r}"))
+    if item.variant == "generate" and entry.task not in zoo.GENERATIVE_TASKS:
+        return result_for(item, NotApplicable(f"{entry.task} models do not generate"))
+    try:
+        base = zoo.build_model(entry, attn=options.attn, seed=seed)
+    except zoo.BuildError as exc:
+        return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
+    try:
+        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+    except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
+        return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
+                          extra={"task": entry.task, "stage": "inputs"})
+    return base, inputs, _VARIANTS[item.variant], {"task": entry.task, "class": entry.class_name, "attn": options.attn}
+
+
+def _diffusers_item(item: WorkItem, seed: int):
+    """(tiny model, inputs, variant function, extra) of a Diffusers item, or its Result."""
+    from conformance.models.diffusers import forward, zoo
+    from conformance.models.diffusers.item import make_inputs
+
+    entry = zoo.catalogue().get(item.subject)
+    if entry is None:
+        return result_for(item, NotApplicable(f"unknown Diffusers model class {item.subject!r}"))
+    extra: dict[str, Any] = {"library": "diffusers", "family": entry.family, "class": entry.class_name}
+    if item.variant == "step":
+        from conformance.models.diffusers import pipeline_step
+
+        return pipeline_step.prepare(item, entry, seed, extra)
+    if item.variant not in ("forward", "backward"):
+        return result_for(item, NotApplicable(f"Diffusers models have no {item.variant} variant"))
+    try:
+        base = zoo.build_model(entry, seed=seed)
+    except zoo.BuildError as exc:
+        return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={**extra, "stage": "build"})
+    try:
+        inputs = make_inputs(base, entry, seed)
+    except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
+        return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
+                          extra={**extra, "stage": "inputs"})
+    run = forward.run_backward if item.variant == "backward" else forward.run_forward
+    return base, inputs, run, extra
+
+
+def _forward_of(item: WorkItem, run: Callable) -> Callable:
+    """The plain forward the first-divergence rerun hooks (a pipeline step reruns the step)."""
+    from conformance.models.diffusers.zoo import is_diffusers
+
+    if item.variant == "step":
+        return run
+    if is_diffusers(item.subject):
+        from conformance.models.diffusers.forward import run_forward as diffusers_forward
+
+        return diffusers_forward
+    return run_forward
 
 
 # -- running one variant ------------------------------------------------------------------------
@@ -143,21 +196,6 @@ def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
     if "use_cache" in accepted:
         kwargs["use_cache"] = False  # one plain forward; generate exercises the cache
     return kwargs
-
-
-def forward_outputs(output):
-    """What a forward is judged on: the logits where the head has them, else every tensor the
-    output carries (hidden states, boxes, depth, feature maps, waveforms), caches left out."""
-    import torch
-
-    logits = getattr(output, "logits", None)
-    if isinstance(logits, torch.Tensor):
-        return logits
-    if isinstance(output, torch.Tensor):
-        return output
-    items = output.items() if hasattr(output, "items") else enumerate(output)
-    return {str(key): value for key, value in items if isinstance(value, torch.Tensor)
-            or (isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value))}
 
 
 def run_forward(model, inputs):
@@ -233,8 +271,9 @@ def _on_cpu(run, model, inputs, dtype, seed):
 class _DeviceRun:
     """Copies the model to the device, runs the variant, records ops, fallbacks and the failing op."""
 
-    def __init__(self, ctx, item: WorkItem, run, base, inputs, dtype, seed):
+    def __init__(self, ctx, item: WorkItem, run, base, inputs, dtype, seed, forward: Callable = None):
         self.ctx, self.item, self.run, self.base = ctx, item, run, base
+        self.forward = forward or run_forward  # what the first-divergence rerun runs
         self.inputs, self.dtype, self.seed = inputs, dtype, seed
         self.model = None
         self.output = None
@@ -364,7 +403,8 @@ def judge_tokens(dev, ref, hi=None) -> Comparison:
                       f"device {int(dev[row, col])}, CPU {int(ref[row, col])}", where=f"position {col}")
 
 
-_JUDGES: dict[str, Callable] = {"forward": judge_logits, "backward": judge_grads, "generate": judge_tokens}
+_JUDGES: dict[str, Callable] = {"forward": judge_logits, "backward": judge_grads, "generate": judge_tokens,
+                                 "step": judge_logits}
 
 
 def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model, inputs, dtype, seed) -> None:
@@ -378,12 +418,12 @@ def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model,
     def on_device():
         with RandomOnCpu(device_run.ctx.device_type):
             reseed(seed, adapter)
-            run_forward(device_run.model, device_run.device_inputs())
+            device_run.forward(device_run.model, device_run.device_inputs())
 
     def on_cpu(model, run_dtype):
         def go():
             reseed(seed)
-            run_forward(model, cast_inputs(inputs, "cpu", run_dtype))
+            device_run.forward(model, cast_inputs(inputs, "cpu", run_dtype))
         return go
 
     try:

@@ -19,15 +19,16 @@ run_option = click.option(
               help="Write to FILE instead of stdout (required for parquet; a folder for hf).")
 @click.option("--claims", "claims_path", type=click.Path(dir_okay=False), default=None,
               help="A vendor's compatibility table (CSV or Markdown): judge each claimed row against the run.")
-@click.option("--zoo", "zoo_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--zoo", "zoo_paths", type=click.Path(dir_okay=False), multiple=True,
               help="A zoo census (models --list --check-build --format json): rank the blocking aten overloads "
-                   "by the zoo models whose forward uses them.")
+                   "by the zoo models whose forward uses them. Repeat it for both libraries' censuses "
+                   "(--library transformers and diffusers) to rank over both.")
 @click.option("--runs", "run_list", default=None, help="With --format hf: comma list of run ids, one dataset.")
 @click.option("--all", "all_runs", is_flag=True, help="With --format hf: every run of the database, one dataset.")
 @click.option("--push-to-hub", "hub_repo", default=None, metavar="REPO",
               help="With --format hf: also publish the dataset to this Hugging Face Hub repo (needs a login).")
 def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, claims_path: str | None,
-            zoo_path: str | None, run_list: str | None, all_runs: bool, hub_repo: str | None) -> None:
+            zoo_paths: tuple[str, ...], run_list: str | None, all_runs: bool, hub_repo: str | None) -> None:
     """Coverage report of a run: matrix, pass rates, blocking ops, claims, fallbacks.
 
     \b
@@ -36,6 +37,7 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
     neuron-check report --run 3 --format json    the JSON export (gate baseline)
     neuron-check report --claims vendor.md       vendor claims vs what was measured
     neuron-check report --zoo census.json        blocking ops ranked by the zoo models using them
+    neuron-check report --zoo tf.json --zoo diffusers.json   ... over both libraries' zoos
     neuron-check report --format hf --all -o ds/ every run as one datasets.Dataset
     """
     from op_db.store import open_for_reading
@@ -58,10 +60,12 @@ def command(db_path: str | None, run_spec: str, fmt: str, output: str | None, cl
                    + (f", pushed to {hub_repo}" if hub_repo else ""), err=True)
         return
     zoo_ops = None
-    if zoo_path:
+    if zoo_paths:
         from reports.model import zoo_ops_from_census
 
-        zoo_ops = zoo_ops_from_census(zoo_path)
+        zoo_ops = {}
+        for path in zoo_paths:
+            zoo_ops.update(zoo_ops_from_census(path))
     with open_for_reading(db_path) as store:
         report = report_from_store(store, run_spec, zoo_ops)
     if claims_path:

@@ -62,6 +62,12 @@ def _render(report: Report, tablefmt: str, heading) -> str:
         out.append(heading("FP8 readiness (check x fp8 dtype)"))
         _matrix(report.fp8, table)
 
+    if report.families:
+        out.append(heading("Model families (classes run, passed, blocked, top blocking ops)"))
+        table([[f["family"], f["classes"], f["passed"], f["blocked"],
+                _cut(", ".join(f"{o['op']} ({o['classes']})" for o in f["top_blocking_ops"]) or "-")]
+               for f in report.families], ["family", "classes run", "passed", "blocked", "top blocking ops"])
+
     zoo = any("zoo_models" in b for b in report.blockers)
     out.append(heading("Aten overloads that block the most models" if zoo else
                        "Aten overloads that block the most items"))

@@ -1,0 +1,122 @@
+"""Inputs of a tiny Diffusers model, by rule from its forward signature and its config.
+
+Every required parameter of `forward` (and the optional ones a diffusion model needs to run its
+conditioning paths: text states, pooled projections, rotary ids, guidance, added time ids) is
+made by the first rule of `rules.py` that names it, at the sizes of the model's `Geometry`:
+noisy latents of the modality's rank (image 4-D, video 5-D, audio 3-D), timesteps, text states
+at the config's width, ControlNet conditioning, masks.
+
+Where the signature leaves a layout open (packed patch tokens or a latent image; which config
+width the text states have; float or integer timesteps) the candidates are offered in order and
+the first one the model's own code accepts on CPU is kept: the layout is measured, not guessed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from typing import Any
+
+from conformance.models.diffusers.geometry import TEXT_WIDTH_KEYS, geometry_of
+from conformance.models.diffusers.rules import SKIPPED
+from conformance.models.documented import MissingInputBuilder
+
+MAX_CANDIDATES = 24
+MAX_ALTERNATIVES = 6  # per parameter
+
+
+# Where a wrapper of several models (MultiControlNetModel, MultiAdapter) keeps them.
+WRAPPED_MODELS = ("nets", "controlnets", "adapters")
+
+
+def config_of(model: Any) -> dict[str, Any]:
+    """The model's config; a wrapper's inputs are its wrapped models' (their config first)."""
+    own = dict(getattr(model, "config", {}) or {})
+    for attr in WRAPPED_MODELS:
+        parts = getattr(model, attr, None)
+        if parts is not None and len(parts) and hasattr(parts[0], "config"):
+            return {**dict(parts[0].config), **{k: v for k, v in own.items() if not k.startswith("_")}}
+    return own
+
+
+def forward_params(fn: Any) -> dict[str, inspect.Parameter]:
+    return {k: p for k, p in inspect.signature(fn).parameters.items()
+            if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[str, Any]]:
+    """Input dicts for `fn` (default model.forward), most likely first; raises MissingInputBuilder
+    when a required parameter has no rule. The required parameters and the conditioning ones
+    (rules.OPTIONAL_WANTED) come first; then every optional parameter a rule builds, for forwards
+    whose code needs an input its signature calls optional."""
+    config = config_of(model)
+    geometry = geometry_of(config)
+    params = forward_params(fn or model.forward)
+    widths = _text_widths(config, geometry.text_width)
+    wanted = _choices(model, entry, seed, params, config, geometry, widths, every_optional=False)
+    found = _expand(wanted)
+    every = _choices(model, entry, seed, params, config, geometry, widths, every_optional=True)
+    if [n for n, _ in every] != [n for n, _ in wanted]:
+        found += _expand(every)[: MAX_CANDIDATES // 2]
+    return found
+
+
+def _choices(model, entry, seed, params, config, geometry, widths, every_optional: bool) -> list[tuple[str, list]]:
+    from conformance.models.diffusers.rules import OPTIONAL_WANTED, build_choices
+
+    choices: list[tuple[str, list[Any]]] = []
+    for name, param in params.items():
+        required = param.default is inspect.Parameter.empty
+        if not required and name not in OPTIONAL_WANTED and not every_optional:
+            continue
+        options = build_choices(name, model, config, geometry, entry.modality, seed, widths, params)
+        if options is None:
+            if required:
+                raise MissingInputBuilder(f"no rule builds the required input {name!r} of "
+                                          f"{type(model).__name__}.forward")
+            continue
+        choices.append((name, options))
+    if "return_dict" in params:
+        choices.append(("return_dict", [False]))
+    return choices
+
+
+def _expand(choices: list[tuple[str, list]]) -> list[dict[str, Any]]:
+    return [{name: options[i] for (name, options), i in zip(choices, picks) if options[i] is not SKIPPED}
+            for picks in _nearest_first([len(options) for _, options in choices])]
+
+
+def _nearest_first(sizes: list[int]) -> list[tuple[int, ...]]:
+    """Index tuples into options lists, the first options first, then one alternative at a time,
+    then two...: each parameter's alternatives are tried before combinations of them."""
+    ranked = sorted(itertools.product(*[range(min(n, MAX_ALTERNATIVES)) for n in sizes]),
+                    key=lambda picks: (sum(1 for i in picks if i), sum(picks)))
+    return ranked[:MAX_CANDIDATES]
+
+
+def _text_widths(config: dict[str, Any], first: int | None) -> list[int]:
+    widths = [first] if first else []
+    for key in TEXT_WIDTH_KEYS:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0 and value not in widths:
+            widths.append(value)
+    return widths[:3] or [32]
+
+
+def choose(model: Any, run: Any, options: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first of `options` on which `run(model, inputs)` succeeds on CPU; else re-raises the
+    first option's failure (the most likely layout says most about why)."""
+    import torch
+
+    first_error = None
+    for inputs in options:
+        try:
+            with torch.no_grad():
+                run(model, inputs)
+            return inputs
+        except Exception as exc:  # noqa: BLE001 - not this layout
+            first_error = first_error or exc
+    if first_error is None:
+        raise MissingInputBuilder(f"no inputs for {type(model).__name__}")
+    raise MissingInputBuilder(f"no input layout the forward accepts; the most likely one fails with "
+                              f"{type(first_error).__name__}: {first_error}") from first_error

@@ -1,0 +1,27 @@
+"""Per-class fixes for the Diffusers tiny-config builder, as data.
+
+The rules of `shrink.py` build most classes from their default config. Where they cannot, an
+entry here names the class and the constructor arguments to apply after shrinking, or a `SKIP`
+reason. Every entry says why it exists, so it can be dropped when Diffusers changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+OVERRIDES: dict[str, dict[str, Any]] = {
+    # Projections between text encoders whose widths come only with a checkpoint (no defaults).
+    "AudioLDM2ProjectionModel": {"text_encoder_dim": 32, "text_encoder_1_dim": 32, "langauge_model_dim": 32},
+    "StableAudioProjectionModel": {"text_encoder_dim": 32, "conditioning_dim": 32, "min_value": 0, "max_value": 32},
+    # The prefix a CLIP embedding makes for GPT-2 has no default length or width.
+    "UniDiffuserTextDecoder": {"prefix_length": 4, "prefix_inner_dim": 32, "n_embd": 32, "n_head": 2},
+    # The control-type embedding's time width has no default (None) though the model multiplies it.
+    "ControlNetUnionModel": {"addition_time_embed_dim": 8},
+    # Caption widths of its two text encoders (T5, Llama) are left to the checkpoint (None).
+    "HiDreamImageTransformer2DModel": {"caption_channels": [32, 32], "llama_layers": [0, 1]},
+    # Latte's caption projection width is left to the checkpoint (None).
+    "LatteTransformer3DModel": {"caption_channels": 32},
+}
+
+SKIP: dict[str, str] = {
+}

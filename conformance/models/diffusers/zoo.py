@@ -1,0 +1,175 @@
+"""The Diffusers zoo: every model class Diffusers exports (a `ModelMixin` subclass), tiny.
+
+A class's subject is "diffusers:<ClassName>". Its tiny model is built from the class's own
+default config (the `__init__` defaults that `register_to_config` records), shrunk by rule
+(`shrink.py`), with the few fixes of `overrides.py`, and random weights drawn under a fixed
+seed in float32. Nothing is downloaded. Wrappers of several models (MultiControlNetModel and
+kin) hold two tiny models of the class they wrap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+from typing import Any
+
+from conformance.models.zoo import BuildError, _first_line
+
+LIBRARY = "diffusers"
+PREFIX = f"{LIBRARY}:"
+# Wrapper argument -> how many tiny models it holds.
+WRAPPED_COUNT = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffusersEntry:
+    class_name: str
+    module: str
+    family: str
+    modality: str
+
+    @property
+    def subject(self) -> str:
+        return PREFIX + self.class_name
+
+    # the census and the listing read these names off every zoo entry
+    @property
+    def model_type(self) -> str:
+        return self.subject
+
+    @property
+    def task(self) -> str:
+        return self.family
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "subject": self.subject, "task": self.family}
+
+
+def quiet() -> None:
+    """Diffusers' warnings off (a tiny model cast with .to() warns on every copy); a no-op without it."""
+    try:
+        from diffusers.utils import logging
+    except ImportError:
+        return
+    logging.set_verbosity_error()
+
+
+def is_diffusers(subject: str) -> bool:
+    return subject.startswith(PREFIX)
+
+
+def model_classes() -> dict[str, type]:
+    """Every exported ModelMixin subclass, by name, sorted."""
+    import inspect
+
+    import diffusers
+
+    base = diffusers.ModelMixin
+    found = {}
+    for name in dir(diffusers):
+        try:
+            value = getattr(diffusers, name)
+        except Exception:  # noqa: BLE001 - an export whose optional backend is missing is no model
+            continue
+        if inspect.isclass(value) and issubclass(value, base) and value is not base:
+            found[name] = value
+    return dict(sorted(found.items()))
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> dict[str, DiffusersEntry]:
+    """Every model class's entry, keyed by subject."""
+    from conformance.models.diffusers.families import family_of, modality_of
+    from conformance.models.diffusers.shrink import default_config
+
+    entries = {}
+    for name, cls in model_classes().items():
+        entry = DiffusersEntry(name, cls.__module__, family_of(name, cls.__module__, default_config(cls)),
+                               modality_of(name, cls.__module__))
+        entries[entry.subject] = entry
+    return entries
+
+
+def select(archs: list[str] | None = None, families: list[str] | None = None) -> list[DiffusersEntry]:
+    """Entries whose class name matches any of `archs` (names or globs) in any of `families`;
+    raises InputError naming the known families for an unknown one."""
+    from conformance.models.diffusers.families import FAMILIES
+    from op_db.errors import InputError
+
+    for family in families or []:
+        if family not in FAMILIES:
+            raise InputError(f"unknown family {family!r}; known families: {', '.join(FAMILIES)}.")
+    chosen = [e for e in catalogue().values() if not families or e.family in families]
+    for pattern in archs or []:
+        name = pattern.removeprefix(PREFIX)
+        if not any(fnmatch.fnmatchcase(e.class_name, name) for e in catalogue().values()):
+            raise InputError(f"no Diffusers model class matches {pattern!r}; see "
+                             "`neuron-check models --library diffusers --list`.")
+    if archs:
+        names = [p.removeprefix(PREFIX) for p in archs]
+        chosen = [e for e in chosen if any(fnmatch.fnmatchcase(e.class_name, n) for n in names)]
+    return chosen
+
+
+def tiny_config(cls: type) -> dict[str, Any]:
+    """The constructor kwargs of `cls`'s tiny model (raises BuildError)."""
+    from conformance.models.diffusers.overrides import OVERRIDES, SKIP
+    from conformance.models.diffusers.shrink import default_config, shrink
+
+    if cls.__name__ in SKIP:
+        raise BuildError(SKIP[cls.__name__])
+    values = default_config(cls)
+    kwargs = {**shrink(values), **OVERRIDES.get(cls.__name__, {})}
+    return {k: v for k, v in {**values, **kwargs}.items() if v is not _EMPTY()}
+
+
+def _EMPTY():
+    import inspect
+
+    return inspect.Parameter.empty
+
+
+def build_model(entry: DiffusersEntry, seed: int = 0) -> Any:
+    """The tiny model of `entry`: float32, random weights under `seed`, eval mode, on CPU."""
+    import torch
+
+    cls = model_classes()[entry.class_name]
+    try:
+        torch.manual_seed(seed)
+        model = _instantiate(cls, seed)
+    except BuildError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure is this class's build status
+        raise BuildError(f"model: {type(exc).__name__}: {_first_line(exc)}") from exc
+    return model.to(torch.float32).eval()
+
+
+def _instantiate(cls: type, seed: int) -> Any:
+    import torch
+
+    from conformance.models.diffusers.shrink import default_config
+
+    kwargs = tiny_config(cls)
+    required = [k for k, v in default_config(cls).items() if v is _EMPTY() and k not in kwargs]
+    for key in required:
+        wrapped = _wrapped_class(cls)
+        if wrapped is None:
+            raise BuildError(f"config: the constructor requires {key!r}, which has no default")
+        parts = []
+        for index in range(WRAPPED_COUNT):
+            torch.manual_seed(seed + index)
+            parts.append(wrapped(**tiny_config(wrapped)))
+        kwargs[key] = parts
+    return cls(**kwargs)
+
+
+def _wrapped_class(cls: type) -> type | None:
+    """The class a Multi* wrapper holds: its name without "Multi" (MultiAdapter -> T2IAdapter)."""
+    classes = model_classes()
+    if "Multi" not in cls.__name__:
+        return None
+    name = cls.__name__.replace("Multi", "")
+    if name == "Adapter":
+        name = "T2IAdapter"
+    return classes.get(name)
