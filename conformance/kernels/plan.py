@@ -7,7 +7,6 @@ sentence, an op that has no reference or no samples: the run could only SKIP it.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import os
 
 from conformance.suite import cli_option
@@ -51,21 +50,9 @@ class KernelOptions:
         if self.target.endswith(".py") and os.path.isfile(self.target):
             # Workers, --resume and Ray actors find the file from any working folder.
             object.__setattr__(self, "target", os.path.abspath(self.target))
+        from conformance.kernels.specs import families_by_op
+
         families_by_op(self.family)  # refuse a bad --family before anything runs
-
-
-def families_by_op(text: str | None) -> dict[str, str]:
-    """--family 'attention' -> {"*": "attention"}; 'a::x=norm,b::y=moe' -> per op."""
-    from conformance.kernels.declare import qualified_name
-    from conformance.kernels.families import FAMILIES
-
-    found: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        name, sep, family = part.rpartition("=") if "=" in part else ("*", "=", part)
-        if family not in FAMILIES:
-            raise InputError(f"unknown family {family!r} in --family; use one of {', '.join(FAMILIES)}.")
-        found["*" if name == "*" else qualified_name(name)] = family
-    return found
 
 
 def plan(options: KernelOptions) -> list[WorkItem]:
@@ -81,13 +68,3 @@ def plan(options: KernelOptions) -> list[WorkItem]:
                 variants = (list(OPCHECKS) if mode == "eager" else []) + ["forward"] + (["backward"] if options.grad else [])
                 items.extend(WorkItem(SUITE, spec.name, variant, dtype, mode) for variant in variants)
     return items
-
-
-def select(ops: tuple[str, ...], patterns: tuple[str, ...], target: str) -> list[str]:
-    """The ops `patterns` name (all when none); InputError naming every pattern that matches nothing."""
-    if not patterns:
-        return list(ops)
-    unmatched = [p for p in patterns if not fnmatch.filter(ops, p) and p.removesuffix(".default") not in ops]
-    if unmatched:
-        raise InputError(f"--op {', '.join(unmatched)} matches no op of {target}; its ops: {', '.join(ops)}.")
-    return [op for op in ops if any(fnmatch.fnmatch(op, p) or op == p.removesuffix(".default") for p in patterns)]

@@ -18,8 +18,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 from conformance.kernels import checks, sampling as smp
-from conformance.kernels.plan import OPCHECKS, KernelOptions, families_by_op
-from conformance.kernels.specs import reference_fn, sample_fn
+from conformance.kernels.plan import OPCHECKS, KernelOptions
+from conformance.kernels.specs import families_by_op, reference_fn, sample_fn
 from conformance.kernels.target import load, resolve
 from conformance.numerics import Comparison, compare
 from conformance.oprecord import record_ops

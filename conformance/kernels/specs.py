@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,7 +24,6 @@ def specs_for(options: Any) -> list[KernelSpec]:
     """The selected ops of `options.target`, each with a reference and samples; InputError (one
     sentence naming every op concerned) when an op lacks either."""
     from conformance.kernels import declare, target
-    from conformance.kernels.plan import families_by_op, select
 
     loaded = target.load(options.target)
     families = families_by_op(options.family)
@@ -83,3 +83,27 @@ def sample_fn(name: str, families: dict[str, str]) -> Callable[[str, Any, bool],
         raise InputError(f"{name}: unknown family {family!r}; use one of {', '.join(FAMILIES)}.")
     schema = target.resolve(name)._schema
     return lambda device, dtype, requires_grad: FAMILIES[family](schema, dtype, requires_grad)
+
+
+def families_by_op(text: str | None) -> dict[str, str]:
+    """--family 'attention' -> {"*": "attention"}; 'a::x=norm,b::y=moe' -> per op."""
+    from conformance.kernels.declare import qualified_name
+    from conformance.kernels.families import FAMILIES
+
+    found: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, sep, family = part.rpartition("=") if "=" in part else ("*", "=", part)
+        if family not in FAMILIES:
+            raise InputError(f"unknown family {family!r} in --family; use one of {', '.join(FAMILIES)}.")
+        found["*" if name == "*" else qualified_name(name)] = family
+    return found
+
+
+def select(ops: tuple[str, ...], patterns: tuple[str, ...], target: str) -> list[str]:
+    """The ops `patterns` name (all when none); InputError naming every pattern that matches nothing."""
+    if not patterns:
+        return list(ops)
+    unmatched = [p for p in patterns if not fnmatch.filter(ops, p) and p.removesuffix(".default") not in ops]
+    if unmatched:
+        raise InputError(f"--op {', '.join(unmatched)} matches no op of {target}; its ops: {', '.join(ops)}.")
+    return [op for op in ops if any(fnmatch.fnmatch(op, p) or op == p.removesuffix(".default") for p in patterns)]

@@ -27,8 +27,8 @@ from .faults import (
     active_profile,
     fallback_log,
     reset_fallback_log,
-    set_profile,
 )
+from .faults import set_profile as _set_python_profile
 from op_db.sim_profile import COLLECTIVES, FAULT_KINDS, CollectiveFault, Fault, SimProfile, load_profile
 
 __all__ = [
@@ -51,6 +51,25 @@ __all__ = [
 ENV_PROFILE = "NEURON_CHECK_SIM_PROFILE"
 
 _registered = False
+
+
+def set_profile(profile: SimProfile | None) -> None:
+    """Make `profile` the active one (None: fault-free): the Python fault table, and in the native
+    backend the refused dtypes, device count, event timing and ops routed through the fallback."""
+    _set_python_profile(profile)
+    from . import native
+
+    if native.is_loaded():
+        _apply_native(profile)
+
+
+def _apply_native(profile: SimProfile | None) -> None:
+    """The parts of `profile` the C++ runtime enforces, and the native ops it names routed
+    through the fallback while it is active."""
+    from . import fallback, native
+
+    native.apply_profile(profile)
+    fallback.route_profile_ops(profile)
 
 
 def is_registered() -> bool:
@@ -92,5 +111,5 @@ def register() -> None:
     if env:
         set_profile(load_profile(env))
     else:
-        native.apply_profile(active_profile())
+        _apply_native(active_profile())
     _registered = True

@@ -38,10 +38,6 @@ def set_profile(profile: SimProfile | None) -> None:
         raise TypeError(f"set_profile expects a SimProfile or None, got {type(profile).__name__}")
     _active = profile
     _draws.clear()
-    from . import native
-
-    if native.is_loaded():
-        native.apply_profile(profile)
 
 
 def active_profile() -> SimProfile | None:

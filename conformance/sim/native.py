@@ -31,6 +31,3 @@ def apply_profile(profile) -> None:
     scale = profile.event_timing_scale if profile is not None else None
     lib.set_event_time_scale(1.0 if scale is None else scale)
     lib.set_device_count(profile.devices if profile is not None else 1)
-    from .fallback import route_profile_ops
-
-    route_profile_ops(profile)
