@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, ClassVar
 
-from .dataflow import DeviceFlow
+from .dataflow import DeviceFlow, dotted
 from .findings import Finding
 from .nodes import SourceText, Strings, iter_blocks, qualname
 from .rules import RULES_BY_ID, prelude_names  # noqa: F401 (re-exported)
@@ -168,15 +168,14 @@ def _indent(line: str) -> str:
 def bound_name(node: ast.AST, names: frozenset[str]) -> str | None:
     """The name of ``names`` a Name/Attribute chain starts with: ``sync`` of ``sync.x``,
     ``self.autocast`` of ``self.autocast``."""
-    attrs = []
-    while isinstance(node, ast.Attribute):
-        attrs.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
+    path = dotted(node)
+    if path is None:
         return None
-    if attrs and f"{node.id}.{attrs[-1]}" in names:
-        return f"{node.id}.{attrs[-1]}"
-    return node.id if node.id in names else None
+    first, _, rest = path.partition(".")
+    head = f"{first}.{rest.split('.')[0]}" if rest else None
+    if head in names:
+        return head
+    return first if first in names else None
 
 
 def binds(node: ast.AST) -> bool:
