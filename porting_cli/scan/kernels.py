@@ -137,6 +137,8 @@ class KernelsVisitor(ReferenceFamily):
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Subscript) and self._triton().is_launch(node):
             self.report(node, "NC702", detail="launch of a Triton kernel")
+        elif isinstance(node.func, ast.Subscript) and self._triton().is_imported_launch(node):
+            self.report(node, "NC999", detail="launch of a Triton kernel another module defines")
 
     def _library_use(self, node, qn: str) -> None:
         """A use of a name a CUDA-only library's import bound (`flash_attn_func(...)`,

@@ -50,15 +50,20 @@ class TritonSites:
         return any(first <= line <= last for first, last in self.bodies)
 
     def is_launch(self, call: ast.Call) -> bool:
+        """A launch of a kernel this file defines or wraps: the file needs Triton."""
         func = call.func
         if not isinstance(func, ast.Subscript):
             return False
         kernel = func.value
         if isinstance(kernel, ast.Name) and kernel.id in self.launchable:
             return True
-        if isinstance(kernel, ast.Call) and qualname(kernel.func, self.aliases) in WRAPPERS:
-            return True
-        return self._imported(kernel) and _reads_as_grid(func.slice)
+        return isinstance(kernel, ast.Call) and qualname(kernel.func, self.aliases) in WRAPPERS
+
+    def is_imported_launch(self, call: ast.Call) -> bool:
+        """A launch of a kernel another module defines: CUDA code on this line, but whether the
+        port is blocked is that module's to say (it may fall back, as whisper's callers do)."""
+        func = call.func
+        return isinstance(func, ast.Subscript) and self._imported(func.value) and _reads_as_grid(func.slice)
 
     def _imported(self, node: ast.AST) -> bool:
         """A name an import bound, or an attribute of an imported module."""

@@ -306,4 +306,6 @@ def test_launches_of_imported_and_wrapped_kernels_are_reported_and_tables_of_fun
               "    torch.library.wrap_triton(add_kernel)[grid](x)\n"
               "    y = ACT2FN[name](x)\n"
               "    return HANDLERS[(name, n)](y)\n")
-    assert rules_by_line(source) == {7: ["NC702"], 8: ["NC702"], 9: ["NC702"]}
+    # A kernel another module defines is reported for review (that module may fall back), one
+    # this file wraps needs Triton here.
+    assert rules_by_line(source) == {7: ["NC999"], 8: ["NC999"], 9: ["NC702"]}
