@@ -177,3 +177,10 @@ def test_partial_view_gradients_keep_their_place_in_the_base(sim_ctx, dtype):
     # as_strided reads storage outside its input view; its backward reads that geometry too.
     result = run(sim_ctx, "as_strided.partial_views", dtype, "backward")
     assert result.status is Status.PASS, result.message
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_gradient_known_to_be_zero_passes(sim_ctx, dtype):
+    # sgn's gradient of a real tensor is a ZeroTensor; it crashed the worker (CRASH) on sim.
+    result = run(sim_ctx, "sgn", dtype, "backward")
+    assert result.status is Status.PASS, result.message

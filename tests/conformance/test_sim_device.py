@@ -244,3 +244,15 @@ def test_histc_takes_integers_like_accelerator_kernels(sim_device):
     counts = torch.histc(torch.tensor([0, 1, 1, 3, 3, 3], dtype=torch.int32, device="sim"), bins=4, min=0, max=3)
     assert counts.dtype == torch.int32 and counts.device.type == "sim"
     assert counts.cpu().tolist() == [1, 2, 0, 3]
+
+
+def test_zero_gradients_are_zero_tensors_that_read_as_zeros(sim_device):
+    # Autograd returns a ZeroTensor (no memory) for a gradient known to be zero: sgn of a real
+    # tensor. Reading it on sim, or bringing it to the CPU, crashed the worker with SIGSEGV.
+    x = torch.randn(4, 3, device="sim", requires_grad=True)
+    torch.sgn(x).sum().backward()
+    assert x.grad._is_zerotensor() and x.grad.device == x.device
+    assert torch.equal(x.grad.to("cpu"), torch.zeros(4, 3))
+    assert torch.equal((x.grad + 2).cpu(), torch.full((4, 3), 2.0))
+    assert torch.equal(x.grad.clone().cpu(), torch.zeros(4, 3))
+    assert not x.grad.clone()._is_zerotensor()

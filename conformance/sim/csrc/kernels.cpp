@@ -115,6 +115,28 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::native::_local_scalar_dense_cpu(cpu_view(self));
 }
 
+// A ZeroTensor owns no memory: its data pointer is null, and the ZeroTensor key makes every op
+// read it as zeros. Autograd makes one for a gradient known to be zero (`sgn` of a real tensor);
+// through the fallback the CPU's ZeroTensor lost that key on the way to sim and became a dense
+// tensor over no memory, which crashed the first read.
+struct NoMemoryAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t) override {
+    return {nullptr, nullptr, &no_delete, c10::Device(kSim, current_device())};  // the caller's DeviceGuard
+  }
+  void copy_data(void*, const void*, std::size_t) const override {}
+  static void no_delete(void*) {}
+};
+
+at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                                 std::optional<bool> pin_memory) {
+  static NoMemoryAllocator allocator;
+  auto st = c10::dtype_or_default(dtype);
+  c10::DeviceGuard guard(checked_device(device, layout, pin_memory, st));
+  auto keys = kSimKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &allocator, keys, st, std::nullopt);
+}
+
 at::Tensor detach(const at::Tensor& self) {
   return at::native::as_strided_tensorimpl(self, self.sizes(), self.strides(), self.storage_offset());
 }
@@ -124,6 +146,7 @@ at::Tensor detach(const at::Tensor& self) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("_efficientzerotensor", efficient_zero_tensor);
   m.impl("as_strided", as_strided);
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);

@@ -1,6 +1,7 @@
 #include "runtime.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -351,6 +352,11 @@ at::Tensor make_like(c10::Storage storage, c10::DispatchKeySet keys, const at::T
 } // namespace
 
 at::Tensor cpu_view(const at::Tensor& t) {
+  if (t._is_zerotensor()) {
+    // No memory behind it (kernels.cpp, _efficientzerotensor): read-only zeros, as PyTorch's
+    // ZeroTensor fallback materialises it for a kernel.
+    return at::zeros({}, t.options().device(c10::kCPU)).expand(t.sizes());
+  }
   const auto& storage = t.storage();
   // Resizable with the CPU allocator: a kernel that resizes an out= argument gets new CPU
   // memory, and sync_written moves it into the sim tensor.
@@ -368,6 +374,9 @@ static c10::DataPtr adopt_data(const c10::Storage& cpu, DeviceIndex index) {
 }
 
 at::Tensor adopt(const at::Tensor& t, DeviceIndex index) {
+  if (t._is_zerotensor()) {  // a CPU kernel's ZeroTensor has no memory to adopt
+    return adopt(at::zeros(t.sizes(), t.options()), index);
+  }
   check_index(index);
   index = resolve(index);
   check_dtype_supported(t.scalar_type());
