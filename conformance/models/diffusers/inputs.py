@@ -23,6 +23,9 @@ from conformance.models.documented import MissingInputBuilder
 
 MAX_CANDIDATES = 24
 MAX_ALTERNATIVES = 6  # per parameter
+# Parameters whose generic rule knows their values better than a docstring's shape (a timestep
+# must be a plausible step, not a standard normal).
+DOCSTRING_IGNORED = frozenset({"timestep", "timesteps", "timestep_r", "t", "sigma"})
 
 
 # Where a wrapper of several models (MultiControlNetModel, MultiAdapter) keeps them.
@@ -51,25 +54,26 @@ def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[s
     whose code needs an input its signature calls optional."""
     config = config_of(model)
     geometry = geometry_of(config)
-    params = forward_params(fn or model.forward)
+    fn = fn or model.forward
+    params = forward_params(fn)
     widths = _text_widths(config, geometry.text_width)
-    wanted = _choices(model, entry, seed, params, config, geometry, widths, every_optional=False)
+    wanted = _choices(model, entry, seed, params, config, geometry, widths, fn, every_optional=False)
     found = _expand(wanted)
-    every = _choices(model, entry, seed, params, config, geometry, widths, every_optional=True)
+    every = _choices(model, entry, seed, params, config, geometry, widths, fn, every_optional=True)
     if [n for n, _ in every] != [n for n, _ in wanted]:
         found += _expand(every)[: MAX_CANDIDATES // 2]
     return found
 
 
-def _choices(model, entry, seed, params, config, geometry, widths, every_optional: bool) -> list[tuple[str, list]]:
-    from conformance.models.diffusers.rules import OPTIONAL_WANTED, build_choices
+def _choices(model, entry, seed, params, config, geometry, widths, fn, every_optional: bool) -> list[tuple[str, list]]:
+    from conformance.models.diffusers.rules import OPTIONAL_WANTED
 
     choices: list[tuple[str, list[Any]]] = []
     for name, param in params.items():
         required = param.default is inspect.Parameter.empty
         if not required and name not in OPTIONAL_WANTED and not every_optional:
             continue
-        options = build_choices(name, model, config, geometry, entry.modality, seed, widths, params)
+        options = _options(name, model, entry, config, geometry, seed, widths, params, fn)
         if options is None:
             if required:
                 raise MissingInputBuilder(f"no rule builds the required input {name!r} of "
@@ -79,6 +83,23 @@ def _choices(model, entry, seed, params, config, geometry, widths, every_optiona
     if "return_dict" in params:
         choices.append(("return_dict", [False]))
     return choices
+
+
+def _options(name, model, entry, config, geometry, seed, widths, params, fn) -> list[Any] | None:
+    """A parameter's options: a class's own codec rule decides alone; else the docstring's shape
+    comes first, then the generic rule's."""
+    from conformance.models.diffusers.docshapes import docstring_option
+    from conformance.models.diffusers.rules import build_choices
+    from conformance.models.diffusers.rules_codecs import codec_choices
+
+    own = codec_choices(name, model, config, geometry, entry.modality, seed, params)
+    if own is not None:
+        return own
+    generic = build_choices(name, model, config, geometry, entry.modality, seed, widths, params)
+    documented = None if name in DOCSTRING_IGNORED else docstring_option(name, fn, model, config, geometry, seed)
+    if documented is None:
+        return generic
+    return documented + (generic or [])
 
 
 def _expand(choices: list[tuple[str, list]]) -> list[dict[str, Any]]:

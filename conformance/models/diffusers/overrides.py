@@ -21,6 +21,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "HiDreamImageTransformer2DModel": {"caption_channels": [32, 32], "llama_layers": [0, 1]},
     # Latte's caption projection width is left to the checkpoint (None).
     "LatteTransformer3DModel": {"caption_channels": 32},
+    # With Fourier time features and no time MLP, the first NoSkip block concatenates the
+    # 2 x block_out_channels[0] features to the sample; the default leaves them out of its width.
+    "UNet1DModel": {"extra_in_channels": 64},
+    # The FSQ quantizer's width is the pooled hidden width it quantizes (both 2048 by default);
+    # `fsq_dim` is kept by the shrink rules because other codecs' FSQ widths are code widths.
+    "AceStepAudioTokenizer": {"fsq_dim": 32},
 }
 
 SKIP: dict[str, str] = {

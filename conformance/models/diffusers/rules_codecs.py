@@ -1,0 +1,116 @@
+"""Input rules of the autoencoders, audio models and conditioning encoders whose forwards take
+model-specific structures no generic rule reaches.
+
+`codec_choices` is consulted before the generic rules (`rules.py`) and the docstring shapes
+(`docshapes.py`): a parameter one of these rules names gets only its options (None leaves it to
+the others). Each rule reads its sizes off the tiny model's config, never a checkpoint's numbers,
+and says where the shapes come from (the pipeline that calls the class, or its docstring).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.models.diffusers.geometry import first_int
+
+SEQUENCE = 16  # a plain sequence length of these models' inputs
+
+
+def _randn(shape: tuple[int, ...], seed: int, name: str):
+    from conformance.models.diffusers.rules import _name_seed, _randn
+
+    return _randn(shape, _name_seed(seed, name))
+
+
+def waveform_length(config: dict[str, Any], side: int) -> int:
+    """A waveform long enough for a codec's STFT (several hops past one window) and its strides."""
+    n_fft = first_int(config, ("n_fft", "enc_n_fft"), 0)
+    hop = first_int(config, ("hop_length", "hop_size", "enc_hop_length"), 0)
+    return max(side * side, 2 * n_fft, 16 * hop)
+
+
+def codec_choices(name: str, model: Any, config: dict[str, Any], g: Any, modality: str, seed: int,
+                  params: dict[str, Any]) -> list[Any] | None:
+    """Options for `name` of `model`'s forward (or encode/decode), or None to leave it to the
+    generic rules."""
+    rule = CLASS_RULES.get(type(model).__name__)
+    if rule is None:
+        return None
+    return rule(name, config, g, seed)
+
+
+def _t5_film_decoder(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """The spectrogram pipeline's two encoders (notes, continuous context) each give the decoder
+    an (encoding, mask) pair at its model width."""
+    import torch
+
+    if name != "encodings_and_masks":
+        return None
+    pairs = [(_randn((g.batch, g.text_length, config["d_model"]), seed, f"{name}{i}"),
+              torch.ones(g.batch, g.text_length)) for i in range(2)]
+    return [pairs]
+
+
+def _ace_step_tokenizer(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """Acoustic latents cut into pooling windows, (B, patches, window, acoustic width), as its
+    `tokenize` reshapes them before calling the forward."""
+    if name != "hidden_states":
+        return None
+    window = config["pool_window_size"]
+    return [_randn((g.batch, 2, window, config["audio_acoustic_hidden_dim"]), seed, name)]
+
+
+def _ace_step_condition_encoder(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """Reference-audio latents packed over the batch: one (T, timbre width) clip per reference and,
+    beside them, the index of the batch item each belongs to (the pipeline packs one per item)."""
+    import torch
+
+    if name == "refer_audio_acoustic_hidden_states_packed":
+        return [_randn((g.batch, SEQUENCE, config["timbre_hidden_dim"]), seed, name)]
+    if name == "refer_audio_order_mask":
+        return [torch.arange(g.batch)]
+    if name == "lyric_hidden_states":
+        return [_randn((g.batch, g.text_length, config["text_hidden_dim"]), seed, name)]
+    return None
+
+
+def _ace_step_transformer(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """The noisy acoustic latents and the context latents are concatenated on channels before the
+    patchify conv: together they make `in_channels`."""
+    acoustic = config["audio_acoustic_hidden_dim"]
+    if name == "hidden_states":
+        return [_randn((g.batch, SEQUENCE, acoustic), seed, name)]
+    if name == "context_latents":
+        return [_randn((g.batch, SEQUENCE, config["in_channels"] - acoustic), seed, name)]
+    return None
+
+
+def _redux_image_encoder(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """SigLIP image tokens at the Redux width (FluxPriorReduxPipeline feeds the vision tower's
+    last hidden state)."""
+    if name != "x":
+        return None
+    return [_randn((g.batch, SEQUENCE, config["redux_dim"]), seed, name)]
+
+
+def _audioldm2_projection(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """AudioLDM2's pipeline passes both text encoders' states (CLAP, then T5) with both masks: its
+    forward calls `new_ones` with a tensor where one mask is missing."""
+    import torch
+
+    widths = {"hidden_states": config["text_encoder_dim"], "hidden_states_1": config["text_encoder_1_dim"]}
+    if name in widths:
+        return [_randn((g.batch, g.text_length, widths[name]), seed, name)]
+    if name in ("attention_mask", "attention_mask_1"):
+        return [torch.ones(g.batch, g.text_length, dtype=torch.long)]
+    return None
+
+
+CLASS_RULES: dict[str, Any] = {
+    "AudioLDM2ProjectionModel": _audioldm2_projection,
+    "T5FilmDecoder": _t5_film_decoder,
+    "AceStepAudioTokenizer": _ace_step_tokenizer,
+    "AceStepConditionEncoder": _ace_step_condition_encoder,
+    "AceStepTransformer1DModel": _ace_step_transformer,
+    "ReduxImageEncoder": _redux_image_encoder,
+}
