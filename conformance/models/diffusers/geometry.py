@@ -103,7 +103,7 @@ def geometry_of(config: dict[str, Any]) -> Geometry:
     sample_size = _int(config.get("sample_size"))
     if sample_size and sample_size % math.lcm(factor, spatial) == 0 and sample_size <= 4 * side:
         side = max(side, sample_size) if sample_size <= 32 else side
-    temporal_factor = first_int(config, ("temporal_compression_ratio", "scale_factor_temporal"), 1)
+    temporal_factor = first_int(config, ("temporal_compression_ratio", "scale_factor_temporal", "temporal_compress_times"), 1)
     if modality_audio_factor(config) > 1:
         side = max(side, 2 * modality_audio_factor(config))  # an audio sample's length is side x side
     frames = max(2 * temporal, 1 + temporal_factor if temporal_factor > 1 else 2)

@@ -32,9 +32,18 @@ DOCSTRING_IGNORED = frozenset({"timestep", "timesteps", "timestep_r", "t", "sigm
 WRAPPED_MODELS = ("nets", "controlnets", "adapters")
 
 
+# Compression ratios a video or audio codec computes in its constructor from its block lists
+# (which blocks downsample in time or space); the config often leaves them None.
+MEASURED_RATIOS = ("spatial_compression_ratio", "temporal_compression_ratio")
+
+
 def config_of(model: Any) -> dict[str, Any]:
     """The model's config; a wrapper's inputs are its wrapped models' (their config first)."""
     own = dict(getattr(model, "config", {}) or {})
+    for attr in MEASURED_RATIOS:
+        value = getattr(model, attr, None)
+        if own.get(attr) is None and isinstance(value, int) and not isinstance(value, bool):
+            own[attr] = value
     for attr in WRAPPED_MODELS:
         parts = getattr(model, attr, None)
         if parts is not None and len(parts) and hasattr(parts[0], "config"):

@@ -27,6 +27,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # The FSQ quantizer's width is the pooled hidden width it quantizes (both 2048 by default);
     # `fsq_dim` is kept by the shrink rules because other codecs' FSQ widths are code widths.
     "AceStepAudioTokenizer": {"fsq_dim": 32},
+    # Each decoder stage's upsampler divides its channels by the upsample factor (2) into the next
+    # stage's width: the widths must keep their 1:2:4 ratio, which rounding to 32 loses.
+    "AutoencoderKLLTX2Video": {"decoder_block_out_channels": (32, 64, 128)},
+    # Its clips are `clip_length` frames whose latents lose `token_drop` (3) trailing frames, and the
+    # decoder's chunking assumes (clip_length - 1) / temporal ratio > token_drop: the default 17.
+    "AutoencoderKLMiniMaxH3": {"clip_length": 17},
 }
 
 SKIP: dict[str, str] = {

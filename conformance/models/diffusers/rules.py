@@ -72,6 +72,8 @@ def sample_layouts(name: str, config: dict[str, Any], g: Geometry, modality: str
         order.insert(1, (g.batch, g.frames, c, side, side))  # frames before channels (CogVideoX)
     else:
         order.append(grid["video"])
+    if modality == "image":  # an image codec built on a causal video one takes a single frame (Qwen-Image)
+        order.append((g.batch, c, 1, side, side))
     if modality != "image":
         order.append(grid["image"])
     if not any(key in config for key in SAMPLE_CHANNEL_KEYS):  # features, not latents: (B, W), (B, T, W)

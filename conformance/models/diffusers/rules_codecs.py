@@ -106,7 +106,36 @@ def _audioldm2_projection(name: str, config: dict[str, Any], g: Any, seed: int) 
     return None
 
 
+def _single_video(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """HunyuanVideo 1.5's VAE builds its causal attention mask as (batch, L, L) and SDPA broadcasts
+    it against one head, so only one video at a time runs (its pipeline decodes one)."""
+    if name != "x":
+        return None
+    return [_randn((1, config["in_channels"], g.frames, g.side, g.side), seed, name)]
+
+
+def _mochi_video(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """Mochi's encoder widens an RGB video with Fourier features to its `in_channels` (15): the
+    sample itself has the decoder's `out_channels`."""
+    if name != "x":
+        return None
+    return [_randn((g.batch, config["out_channels"], g.frames, g.side, g.side), seed, name)]
+
+
+def _two_clips(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """MiniMax-H3's VAE encodes `clip_length`-frame clips and drops `token_drop` latents of each;
+    its decoder cross-fades consecutive clips, so a latent video it can decode spans two clips.
+    Two latent pixels a side (reflect padding needs more than one) keep the two clips cheap."""
+    if name != "x":
+        return None
+    side = 2 * config["spatial_compression_ratio"]
+    return [_randn((g.batch, config["in_channels"], 2 * config["clip_length"], side, side), seed, name)]
+
+
 CLASS_RULES: dict[str, Any] = {
+    "AutoencoderKLMiniMaxH3": _two_clips,
+    "AutoencoderKLHunyuanVideo15": _single_video,
+    "AutoencoderKLMochi": _mochi_video,
     "AudioLDM2ProjectionModel": _audioldm2_projection,
     "T5FilmDecoder": _t5_film_decoder,
     "AceStepAudioTokenizer": _ace_step_tokenizer,
