@@ -33,6 +33,18 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # Its clips are `clip_length` frames whose latents lose `token_drop` (3) trailing frames, and the
     # decoder's chunking assumes (clip_length - 1) / temporal ratio > token_drop: the default 17.
     "AutoencoderKLMiniMaxH3": {"clip_length": 17},
+    # The decoder's input is the posterior's mean, half the encoder's `encoder_hidden_size` output
+    # (64 of 128 by default); the shrink rounds the decoder's width up to a norm-friendly 32.
+    "AutoencoderOobleck": {"decoder_input_channels": 4},
+    # Its BigVGAN decoder halves `decoder_dim` at each of its 7 upsampling stages, so the width must
+    # stay at least 2^7 (a divided 64 reaches 0); the latent width is kept at the checkpoint's 2048
+    # by the rules (a data width), 64 here keeps it a multiple of `latent_channels` at a tiny cost.
+    "AutoencoderKLMiniMaxH3Audio": {"decoder_dim": 256, "latent_dim": 64},
+    # Its vision encoder's heads are `encoder_hidden_size // 64` (head width fixed at 64).
+    "AutoencoderRAE": {"encoder_hidden_size": 128},
+    # The decoder takes the posterior's mean: `latent_dim` (64, a data width the rules keep) is half
+    # of the encoder's `encoder_latent_dim` output (128), which the rules would divide.
+    "LongCatAudioDiTVae": {"encoder_latent_dim": 128},
 }
 
 SKIP: dict[str, str] = {

@@ -132,7 +132,49 @@ def _two_clips(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any
     return [_randn((g.batch, config["in_channels"], 2 * config["clip_length"], side, side), seed, name)]
 
 
+def _stereo_waveform(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """Cosmos 3's audio tokenizer takes `input_channels` per ear, doubled when `stereo`."""
+    if name != "sample":
+        return None
+    channels = config["input_channels"] * (2 if config.get("stereo") else 1)
+    return [_randn((g.batch, channels, waveform_length(config, g.side)), seed, name)]
+
+
+def _patched_waveform(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """SAME groups `patch_size` samples into channels, then strides over the patches: two latent
+    frames need 2 x patch x every stride samples (its patch size is not an image's)."""
+    import math
+
+    if name != "sample":
+        return None
+    length = 2 * config["patch_size"] * math.prod(config["encoder_strides"])
+    return [_randn((g.batch, config["audio_channels"], length), seed, name)]
+
+
+def _mono_waveform(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """MiniMax-H3's audio VAE takes a mono waveform, (B, 1, samples), two latent frames long (the
+    product of its encoder strides per frame); its `latent_channels` are the latents'."""
+    import math
+
+    if name != "sample":
+        return None
+    return [_randn((g.batch, 1, 2 * math.prod(config["encoder_rates"])), seed, name)]
+
+
+def _downsampled_waveform(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """LongCat's audio VAE states one `downsampling_ratio` (2048) for its whole stride stack: two
+    latent frames need twice that many samples (the generic geometry reads the ratio as an image's
+    side and asks for its square)."""
+    if name != "sample":
+        return None
+    return [_randn((g.batch, config["in_channels"], 2 * config["downsampling_ratio"]), seed, name)]
+
+
 CLASS_RULES: dict[str, Any] = {
+    "LongCatAudioDiTVae": _downsampled_waveform,
+    "AutoencoderKLMiniMaxH3Audio": _mono_waveform,
+    "Cosmos3AVAEAudioTokenizer": _stereo_waveform,
+    "AutoencoderSAME": _patched_waveform,
     "AutoencoderKLMiniMaxH3": _two_clips,
     "AutoencoderKLHunyuanVideo15": _single_video,
     "AutoencoderKLMochi": _mochi_video,
