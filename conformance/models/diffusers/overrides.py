@@ -45,6 +45,18 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # The decoder takes the posterior's mean: `latent_dim` (64, a data width the rules keep) is half
     # of the encoder's `encoder_latent_dim` output (128), which the rules would divide.
     "LongCatAudioDiTVae": {"encoder_latent_dim": 128},
+    # Every size is left to the checkpoint (no defaults): the HunyuanImage 2.1 VAE's layout, tiny
+    # (RGB in and out, channel list doubling to the latent, one resnet per stage, 8x down).
+    "AutoencoderKLHunyuanImage": {"in_channels": 3, "out_channels": 3, "latent_channels": 16,
+                                  "block_out_channels": (32, 32, 64, 64), "layers_per_block": 1,
+                                  "spatial_compression_ratio": 8, "sample_size": 32},
+    # Each stage's width is the previous one divided by its upsample's channel reduction (2, 2, 1,
+    # 2), which dividing by 16 and rounding to 32 breaks; every width a multiple of the head width.
+    # Its neighbourhood attention needs every grid side at least its kernel (7 by default): kernels
+    # of 3 let a latent of a few pixels run.
+    "LTX2VideoDiffusionDecoderModel": {"decoder_stage_channels": (128, 64, 32, 32, 16),
+                                       "decoder_stage_depths": (1, 1, 1, 1, 1),
+                                       "decoder_stage_kernels": ((3, 3, 3),) * 4, "decoder_stage5_kernel": (3, 3, 3)},
 }
 
 SKIP: dict[str, str] = {

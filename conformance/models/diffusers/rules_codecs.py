@@ -170,7 +170,17 @@ def _downsampled_waveform(name: str, config: dict[str, Any], g: Any, seed: int) 
     return [_randn((g.batch, config["in_channels"], 2 * config["downsampling_ratio"]), seed, name)]
 
 
+def _latent_video(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """LTX-2's diffusion decoder takes the VAE's latent video (B, latent channels, T, H, W) and
+    upsamples it 8x in time and 32x in space: a few latent pixels a side (at least the
+    neighbourhood kernel) of two latent frames of one video keep its output small."""
+    if name != "z":
+        return None
+    return [_randn((1, config["latent_channels"], 2, 3, 3), seed, name)]
+
+
 CLASS_RULES: dict[str, Any] = {
+    "LTX2VideoDiffusionDecoderModel": _latent_video,
     "LongCatAudioDiTVae": _downsampled_waveform,
     "AutoencoderKLMiniMaxH3Audio": _mono_waveform,
     "Cosmos3AVAEAudioTokenizer": _stereo_waveform,
