@@ -57,6 +57,10 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "LTX2VideoDiffusionDecoderModel": {"decoder_stage_channels": (128, 64, 32, 32, 16),
                                        "decoder_stage_depths": (1, 1, 1, 1, 1),
                                        "decoder_stage_kernels": ((3, 3, 3),) * 4, "decoder_stage5_kernel": (3, 3, 3)},
+    # The residue vocabulary's tables come only with a checkpoint: which atom37 slots each of the
+    # 147 residue types uses, and which residue types each of the 7 token types allows. Every slot
+    # and every type allowed is the tiny model's table (its weights are random anyway).
+    "RFD4ProteinaAutoencoder": {"atom37_mask": [[True] * 37] * 147, "allowed_residue_types": [[True] * 147] * 7},
 }
 
 SKIP: dict[str, str] = {

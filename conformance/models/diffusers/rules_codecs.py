@@ -33,10 +33,22 @@ def codec_choices(name: str, model: Any, config: dict[str, Any], g: Any, modalit
                   params: dict[str, Any]) -> list[Any] | None:
     """Options for `name` of `model`'s forward (or encode/decode), or None to leave it to the
     generic rules."""
+    if type(model).__name__ == "MultiAdapter":
+        return _adapter_images(name, model, g, seed)
     rule = CLASS_RULES.get(type(model).__name__)
     if rule is None:
         return None
     return rule(name, config, g, seed)
+
+
+def _adapter_images(name: str, model: Any, g: Any, seed: int) -> list[Any] | None:
+    """MultiAdapter zips its input with its adapters: the adapter pipeline passes one control image
+    per adapter, each at pixel size (the latent side x the adapter's downscale factor)."""
+    if name != "xs":
+        return None
+    images = [_randn((g.batch, a.config["in_channels"], g.side * a.config["downscale_factor"],
+                      g.side * a.config["downscale_factor"]), seed, f"{name}{i}") for i, a in enumerate(model.adapters)]
+    return [images]
 
 
 def _t5_film_decoder(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
@@ -179,7 +191,80 @@ def _latent_video(name: str, config: dict[str, Any], g: Any, seed: int) -> list[
     return [_randn((1, config["latent_channels"], 2, 3, 3), seed, name)]
 
 
+ATOM_SLOTS = 37  # atom37: every residue's heavy atoms in fixed slots
+BOND_TYPES = 10  # incident bond counts per atom slot, by bond type
+
+
+def _protein_structure(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """RFD4 Proteina's autoencoder encodes a prepared structure: atom37 coordinates in nanometres
+    per token, the token types, the atom slots in use, and the preprocessor's per-atom topology
+    (chain ids, incident bond counts, elements, charges, which tokens carry a latent and none given
+    as in-context conditioning) its encoder features read. Tokens are the
+    text length, the length the generic padding mask has."""
+    import torch
+
+    tokens = g.text_length
+    generator = torch.Generator().manual_seed(seed)
+    if name == "coords_nm":
+        return [_randn((g.batch, tokens, ATOM_SLOTS, 3), seed, name)]
+    if name == "ca_coors_nm":
+        return [_randn((g.batch, tokens, 3), seed, name)]
+    if name == "padding_mask":
+        return [torch.ones(g.batch, tokens, dtype=torch.bool)]
+    if name == "token_type":
+        return [torch.zeros(g.batch, tokens, dtype=torch.long)]
+    if name == "atom37_mask":
+        return [torch.ones(g.batch, tokens, ATOM_SLOTS, dtype=torch.bool)]
+    if name == "conditioning":
+        return [{"chain_iid": torch.zeros(g.batch, tokens, dtype=torch.long),
+                 "is_in_context_conditioning": torch.zeros(g.batch, tokens, dtype=torch.bool),
+                 "supports_local_latent": torch.ones(g.batch, tokens, dtype=torch.bool),
+                 "incident_bond_type_counts": torch.randint(0, 3, (g.batch, tokens, ATOM_SLOTS, BOND_TYPES),
+                                                            generator=generator),
+                 "ground_truth_element": torch.randint(1, 8, (g.batch, tokens, ATOM_SLOTS), generator=generator),
+                 "charge": torch.zeros(g.batch, tokens, ATOM_SLOTS, dtype=torch.long)}]
+    return None
+
+
+REQUIRED_ATOM_ANNOTATIONS = ("hbond", "pistack", "pication", "saltbridge", "hydrophobic", "metal_coord")
+
+
+def _protein_denoiser(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
+    """RFD4 Proteina's denoiser takes the noisy backbone (C-alpha coordinates) and local latents per
+    token with one time each, and the preprocessor's topology: molecule, entity and index-group ids, token bond
+    path lengths (pairs), which tokens carry a latent and which are in-context conditioning, and the
+    per-atom interaction annotations its trunk requires (none present). The optional conditioning
+    features it leaves unconditioned when absent."""
+    import torch
+
+    tokens = g.text_length
+    if name == "bb_ca":
+        return [_randn((g.batch, tokens, 3), seed, name)]
+    if name == "local_latents":
+        return [_randn((g.batch, tokens, config["latent_dim"]), seed, name)]
+    if name in ("bb_ca_time", "local_latents_time"):  # (B,) in [0, 1]; the generic rules read a latent
+        return [torch.tensor([0.25, 0.75])[: g.batch]]
+    if name == "conditioning":
+        from diffusers.models.transformers.transformer_rfd4_proteina import CONDITION_KEYS
+
+        generator = torch.Generator().manual_seed(seed)
+        # per-atom interaction annotations the trunk requires: all zero is a structure with none
+        atoms = {CONDITION_KEYS[k]: torch.zeros(g.batch, tokens, ATOM_SLOTS, dtype=torch.long)
+                 for k in REQUIRED_ATOM_ANNOTATIONS}
+        return [{**atoms, "is_in_context_conditioning": torch.zeros(g.batch, tokens, dtype=torch.bool),
+                 "supports_local_latent": torch.ones(g.batch, tokens, dtype=torch.bool),
+                 "molecule_iid": torch.zeros(g.batch, tokens, dtype=torch.long),
+                 "molecule_entity_id": torch.zeros(g.batch, tokens, dtype=torch.long),
+                 CONDITION_KEYS["index_group"]: torch.zeros(g.batch, tokens, dtype=torch.long),
+                 "token_bond_path_length": torch.randint(0, 4, (g.batch, tokens, tokens), generator=generator)}]
+    if name in ("padding_mask", "token_type", "atom37_mask"):
+        return _protein_structure(name, config, g, seed)
+    return None
+
+
 CLASS_RULES: dict[str, Any] = {
+    "RFD4ProteinaTransformer": _protein_denoiser,
+    "RFD4ProteinaAutoencoder": _protein_structure,
     "LTX2VideoDiffusionDecoderModel": _latent_video,
     "LongCatAudioDiTVae": _downsampled_waveform,
     "AutoencoderKLMiniMaxH3Audio": _mono_waveform,
