@@ -149,6 +149,13 @@ def test_an_import_behind_an_availability_guard_is_optional_not_a_blocker(source
     assert libraries and set(libraries) == {"NC705"}
 
 
+@pytest.mark.parametrize("handler", ["    raise ImportError('pip install bitsandbytes')\n",
+                                     "    print('install bitsandbytes')\n    sys.exit(1)\n"])
+def test_an_import_whose_except_import_error_raises_again_is_no_fallback(handler):
+    source = f"import sys\ntry:\n    import bitsandbytes as bnb\nexcept ImportError:\n{handler}"
+    assert [f.rule_id for f in scan_source(source).findings] == ["NC704"]
+
+
 def test_an_unguarded_import_of_a_cuda_only_library_still_blocks():
     assert [f.rule_id for f in scan_source("import bitsandbytes as bnb\n").findings] == ["NC704"]
 
