@@ -154,9 +154,6 @@ RULES: tuple[Rule, ...] = (
        "`torch.distributed.get_default_backend_for_device(device)`", True),
     _R("NC502", "distributed", "nccl-api", "warning", "medium",
        "NCCL-specific API; use the generic `torch.distributed` API"),
-    _R("NC503", "distributed", "ddp-device-ids", "warning", "low",
-       "`device_ids`/`output_device` must be None for CPU modules; pass them only when "
-       "`torch.accelerator.is_available()`", True),
     _R("NC504", "distributed", "data-parallel", "warning", "medium",
        "`nn.DataParallel` splits batches over CUDA devices only; use DistributedDataParallel "
        "(one process per device) or one device"),
