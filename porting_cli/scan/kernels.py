@@ -68,7 +68,7 @@ class KernelsVisitor(ReferenceFamily):
         elif part is not None:
             self.report(node, APEX_PARTS[part], detail=f"`{name}`")
         elif lib.kind == "triton":
-            self.report(node, "NC702", detail="`import triton`")
+            self.report(node, "NC702", detail=f"`import {lib.name}`")
         else:
             self.report(node, KIND_RULE[lib.kind], detail=f"`{lib.name}`: {lib.advice}{self._evidence(lib.name)}")
         return True

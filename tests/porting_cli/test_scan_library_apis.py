@@ -106,3 +106,9 @@ def test_every_entry_names_a_known_library_and_where_it_was_read():
             assert method_api(name) is not None
         for package in entry.get("packages", ()):
             assert api_for(f"{package}.sub.{name}").requires == entry["requires"]
+
+
+def test_a_triton_only_part_of_a_library_with_a_cpu_path_is_reported_and_the_rest_is_not():
+    sparse = "from deepspeed.ops.sparse_attention import SparseSelfAttention\nattn = SparseSelfAttention(cfg)\n"
+    assert found(sparse) == [("NC702", 1), ("NC702", 2)] and blocks(sparse)
+    assert found("import deepspeed\nfrom deepspeed.ops.adam import FusedAdam, DeepSpeedCPUAdam\n") == []
