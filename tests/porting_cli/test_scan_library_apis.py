@@ -89,6 +89,12 @@ def test_a_method_that_needs_a_library_with_a_replacement_is_reported_without_bl
     assert (finding.rule_id, finding.line, finding.col) == ("NC703", 2, 11) and not blocks(source)
 
 
+def test_an_attention_processor_that_runs_xformers_is_reported_and_the_sdpa_one_is_not():
+    source = ("from diffusers.models.attention_processor import AttnProcessor2_0, XFormersAttnProcessor\n"
+              "unet.set_attn_processor(XFormersAttnProcessor())\nunet.set_attn_processor(AttnProcessor2_0())\n")
+    assert found(source) == [("NC707", 1), ("NC703", 2)] and not blocks(source)
+
+
 def test_a_local_function_of_the_same_name_is_not_the_package_api():
     source = "def load_and_quantize_model(m):\n    return m\nload_and_quantize_model(model)\n"
     assert found(source) == []
