@@ -191,3 +191,12 @@ def test_ddp_device_ids_are_no_finding_and_are_guarded_only_where_other_fixes_ma
     assert ("DDP(model, device_ids=[rank] if torch.accelerator.is_available() else None, "
             "output_device=rank if torch.accelerator.is_available() else None)") in result.new_text
     assert fix_source(result.new_text).new_text == result.new_text
+
+
+def test_the_lines_of_companion_edits_survive_the_scan_cache(tmp_path):
+    from porting_cli.batch_scan import _fix_result, analyse
+    from porting_cli.scan.cache import CachedScan
+
+    text = DDP_SOURCE.format(place="    model = model.cuda(rank)\n")
+    cached = CachedScan.from_json(analyse(text, "t.py").to_json(), "t.py")
+    assert _fix_result("t.py", text, cached).companion_lines == {5}
