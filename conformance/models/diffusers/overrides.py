@@ -19,6 +19,14 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "ControlNetUnionModel": {"addition_time_embed_dim": 8},
     # Caption widths of its two text encoders (T5, Llama) are left to the checkpoint (None).
     "HiDreamImageTransformer2DModel": {"caption_channels": [32, 32], "llama_layers": [0, 1]},
+    # HunyuanDiT's default hidden_size (1152) disagrees with its default heads x head dim (16 x 88 = 1408);
+    # released checkpoints have hidden_size = heads x head dim, which the blocks' norms assume.
+    "HunyuanDiT2DModel": {"hidden_size": 32},
+    # Wan Animate's face motion encoder: 512-pixel face crops through a conv stack whose widths come from a
+    # table keyed by resolution (a dict no width rule reaches); a 16-pixel crop with 32-wide stages keeps
+    # every stage (conv in, two res blocks, the 4x4 conv out) at a tiny cost.
+    "WanAnimateTransformer3DModel": {"motion_encoder_size": 16,
+                                     "motion_encoder_channel_sizes": {"4": 32, "8": 32, "16": 32}},
     # Latte's caption projection width is left to the checkpoint (None).
     "LatteTransformer3DModel": {"caption_channels": 32},
 }

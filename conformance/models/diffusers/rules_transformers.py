@@ -1,0 +1,180 @@
+"""Per-class input rules for DiTs, video transformers, ControlNets and world models, as data.
+
+Some forwards take a structure only their pipeline knows how to make: index tensors, rotary
+positions computed outside the model, an audio stream beside the video, the shapes of packed
+images. For those classes an entry here builds the inputs the pipeline would hand the model,
+from the tiny model's config and `Geometry`, at the shapes the class documents. Each entry names
+the pipeline (or the Diffusers test) whose shapes it follows. Inputs an entry does not name are
+made by the general rules of `rules.py`; an entry's value `SKIPPED` leaves an optional input to
+its default (the pipeline does not pass it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from conformance.models.diffusers.geometry import Geometry
+from conformance.models.diffusers.rules import SKIPPED, _generator, _name_seed, _randn
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    model: Any
+    config: dict[str, Any]
+    g: Geometry
+    seed: int
+
+    def randn(self, name: str, *shape: int):
+        return _randn(tuple(shape), _name_seed(self.seed, name))
+
+    def randint(self, name: str, high: int, *shape: int):
+        import torch
+
+        return torch.randint(0, high, tuple(shape), generator=_generator(_name_seed(self.seed, name)))
+
+
+def _temporal_per_frame(c: Context) -> dict[str, Any]:
+    """TransformerTemporalModel (UNet3DConditionModel's `transformer_in`): frames folded into the
+    batch, (batch x frames, C, H, W), with `num_frames`; the UNet passes no text states."""
+    g = c.g
+    return {"hidden_states": c.randn("hidden_states", g.batch * g.frames, g.channels, g.side, g.side),
+            "num_frames": g.frames, "encoder_hidden_states": SKIPPED}
+
+
+def _text(c: Context, name: str, batch: int | None = None, width: int | None = None, length: int | None = None):
+    g = c.g
+    return c.randn(name, batch or g.batch, length or g.text_length, width or g.text_width or 32)
+
+
+def _animatediff_unet(c: Context) -> dict[str, Any]:
+    """UNetMotionModel in AnimateDiffPipeline: the prompt states are repeated per frame
+    (`prompt_embeds.repeat_interleave(num_frames)`), since the spatial blocks fold frames into the batch."""
+    return {"encoder_hidden_states": _text(c, "encoder_hidden_states", c.g.batch * c.g.frames)}
+
+
+def _sparse_controlnet(c: Context) -> dict[str, Any]:
+    """SparseControlNetModel in AnimateDiffSparseControlNetPipeline: conditioning frames (B, C, F, H, W)
+    zero except at the conditioned frames, a mask (B, 1, F, H, W) marking them, prompt states per frame.
+    The simplified condition embedding takes latents (latent side); the full one takes images."""
+    import torch
+
+    g, config = c.g, c.config
+    factor = 1 if config.get("use_simplified_condition_embedding") else \
+        2 ** (len(config.get("conditioning_embedding_out_channels") or [0]) - 1)
+    side = g.side * factor
+    mask = torch.zeros(g.batch, 1, g.frames, side, side)
+    mask[:, :, 0] = 1  # the first frame is conditioned
+    frames = c.randn("controlnet_cond", g.batch, config["conditioning_channels"], g.frames, side, side) * mask
+    return {"controlnet_cond": frames, "conditioning_mask": mask,
+            "encoder_hidden_states": _text(c, "encoder_hidden_states", g.batch * g.frames)}
+
+
+def _hunyuan_video15(c: Context) -> dict[str, Any]:
+    """HunyuanVideo15Pipeline: the MLLM states and mask, the ByT5 glyph states (`text_embed_2_dim`) and
+    mask, and the SigLIP image states (`image_embed_dim`; zeros for text-to-video)."""
+    import torch
+
+    g, config = c.g, c.config
+    ones = torch.ones(g.batch, g.text_length, dtype=torch.long)
+    return {"encoder_hidden_states": _text(c, "encoder_hidden_states", width=config["text_embed_dim"]),
+            "encoder_attention_mask": ones,
+            "encoder_hidden_states_2": _text(c, "encoder_hidden_states_2", width=config["text_embed_2_dim"]),
+            "encoder_attention_mask_2": ones,
+            "image_embeds": _text(c, "image_embeds", width=config["image_embed_dim"])}
+
+
+def _qwen_image21(c: Context) -> dict[str, Any]:
+    """QwenImage21Pipeline (text to image): packed latent tokens (B, h x w, C) of one target image,
+    `img_shapes` [[(1, h, w)]] per sample, and the VLM sequence mask `img_mask` (text slots, then one
+    image slot per 2x2 latent tokens, True); the text states cover the text slots."""
+    import torch
+
+    g = c.g
+    h = w = max(2, g.side // 2)  # even: each image slot is a 2x2 group of tokens
+    slots = h * w // 4
+    img_mask = torch.zeros(g.batch, g.text_length + slots, dtype=torch.bool)
+    img_mask[:, g.text_length:] = True
+    return {"hidden_states": c.randn("hidden_states", g.batch, h * w, g.channels),
+            "img_shapes": [[(1, h, w)]] * g.batch, "img_mask": img_mask,
+            "encoder_hidden_states_mask": torch.ones(g.batch, g.text_length, dtype=torch.bool)}
+
+
+def _latent_video(c: Context, name: str, channels: int, frames: int | None = None):
+    g = c.g
+    return c.randn(name, g.batch, channels, frames or g.frames, g.side, g.side)
+
+
+def _wan_vace(c: Context) -> dict[str, Any]:
+    """WanVACEPipeline: the VACE context (masked video latents and mask, `vace_in_channels`) on the
+    latent grid of the noisy video."""
+    return {"control_hidden_states": _latent_video(c, "control_hidden_states", c.config["vace_in_channels"])}
+
+
+def _wan_animate(c: Context) -> dict[str, Any]:
+    """WanAnimatePipeline: noisy latents (B, 2C + 4, T + 1, H, W) (reference frame first), pose latents
+    (B, C, T, H, W), and the face video in pixels (B, 3, S, size, size), `motion_encoder_size` square."""
+    g, config = c.g, c.config
+    frames = g.frames + 1
+    size = config["motion_encoder_size"]
+    return {"hidden_states": _latent_video(c, "hidden_states", config["in_channels"], frames),
+            "pose_hidden_states": _latent_video(c, "pose_hidden_states", config["latent_channels"]),
+            "face_pixel_values": c.randn("face_pixel_values", g.batch, 3, g.frames, size, size)}
+
+
+def _ltx_video(c: Context) -> dict[str, Any]:
+    """LTXPipeline: latents packed into tokens (B, F x H x W, C) (patch 1), with the latent grid passed
+    as `num_frames`, `height`, `width`."""
+    g = c.g
+    return {"hidden_states": c.randn("hidden_states", g.batch, g.frames * g.side * g.side, g.channels),
+            "num_frames": g.frames, "height": g.side, "width": g.side}
+
+
+def _control_image(c: Context, name: str, channels: int, stages: Any):
+    """An image-space conditioning at the size the ControlNet's conditioning embedding brings down to
+    the latent side (one halving per stage after the first)."""
+    factor = 2 ** (len(stages) - 1) if stages else 1
+    return c.randn(name, c.g.batch, channels, c.g.side * factor, c.g.side * factor)
+
+
+def _controlnet_xs(c: Context) -> dict[str, Any]:
+    """StableDiffusionControlNetXSPipeline: the UNet's 4-channel latents (the class hard-codes them; its
+    config names no input width) and the control image, `ctrl_conditioning_channels` wide."""
+    g, config = c.g, c.config
+    return {"sample": c.randn("sample", g.batch, 4, g.side, g.side),
+            "controlnet_cond": _control_image(c, "controlnet_cond", config["ctrl_conditioning_channels"],
+                                              config["ctrl_conditioning_embedding_out_channels"])}
+
+
+def _controlnet_union(c: Context) -> dict[str, Any]:
+    """StableDiffusionXLControlNetUnionPipeline with one control: a list of control images, the control
+    types used as a 0/1 row per sample (`num_control_type` wide), their indices and one scale each."""
+    import torch
+
+    g, config = c.g, c.config
+    control_type = torch.zeros(g.batch, config["num_control_type"])
+    control_type[:, 0] = 1
+    image = _control_image(c, "controlnet_cond", config["conditioning_channels"],
+                           config["conditioning_embedding_out_channels"])
+    return {"controlnet_cond": [image], "control_type": control_type, "control_type_idx": [0],
+            "conditioning_scale": [1.0]}
+
+
+CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
+    "TransformerTemporalModel": _temporal_per_frame,
+    "UNetMotionModel": _animatediff_unet,
+    "SparseControlNetModel": _sparse_controlnet,
+    "HunyuanVideo15Transformer3DModel": _hunyuan_video15,
+    "QwenImage21Transformer2DModel": _qwen_image21,
+    "WanVACETransformer3DModel": _wan_vace,
+    "WanAnimateTransformer3DModel": _wan_animate,
+    "LTXVideoTransformer3DModel": _ltx_video,
+    "UNetControlNetXSModel": _controlnet_xs,
+    "ControlNetUnionModel": _controlnet_union,
+}
+
+
+def class_inputs(model: Any, config: dict[str, Any], g: Geometry, seed: int) -> dict[str, Any]:
+    """The inputs this class's entry fixes (parameter -> value, or SKIPPED); {} without an entry."""
+    rule = CLASS_INPUTS.get(type(model).__name__)
+    return rule(Context(model, config, g, seed)) if rule else {}
