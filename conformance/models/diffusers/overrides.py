@@ -17,8 +17,23 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "UniDiffuserTextDecoder": {"prefix_length": 4, "prefix_inner_dim": 32, "n_embd": 32, "n_head": 2},
     # The control-type embedding's time width has no default (None) though the model multiplies it.
     "ControlNetUnionModel": {"addition_time_embed_dim": 8},
-    # Caption widths of its two text encoders (T5, Llama) are left to the checkpoint (None).
-    "HiDreamImageTransformer2DModel": {"caption_channels": [32, 32], "llama_layers": [0, 1]},
+    # Caption widths of its two text encoders (T5, Llama) are left to the checkpoint (None); so are the Llama
+    # layers read, one per block (2 double + 2 single when tiny).
+    # Its patch size is left to the checkpoint too (None), which the patch embedding multiplies by; the
+    # released checkpoints patch Flux-VAE latents (16 channels) 2x2, and split the head over three rotary
+    # axes (the ids it makes have three), where the default names two.
+    "HiDreamImageTransformer2DModel": {"caption_channels": [32, 32], "llama_layers": [0, 1, 2, 3], "patch_size": 2,
+                                       "axes_dims_rope": (8, 4, 4),
+                                       "in_channels": 16},
+    # OmniGen's Phi-3 rotary scaling has no default (None) though the constructor reads its factors, one per
+    # pair of head dims (8 when tiny); factors of 1 are plain rotary.
+    "OmniGenTransformer2DModel": {"rope_scaling": {"short_factor": [1.0] * 8, "long_factor": [1.0] * 8}},
+    # PRX's rotary axes default (None) becomes [32, 32] inside the constructor, which must sum to the head
+    # width (16 when tiny).
+    "PRXTransformer2DModel": {"axes_dim": [8, 8]},
+    # The default Transformer2DModel (no input width, no patch size) is the continuous-input transformer a
+    # UNet's attention block builds; a patch size would need ada norm, which its default layer norm is not.
+    "Transformer2DModel": {"patch_size": None},
     # HunyuanDiT's default hidden_size (1152) disagrees with its default heads x head dim (16 x 88 = 1408);
     # released checkpoints have hidden_size = heads x head dim, which the blocks' norms assume.
     "HunyuanDiT2DModel": {"hidden_size": 32},

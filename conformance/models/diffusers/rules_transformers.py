@@ -160,6 +160,56 @@ def _controlnet_union(c: Context) -> dict[str, Any]:
             "conditioning_scale": [1.0]}
 
 
+def _hidream(c: Context) -> dict[str, Any]:
+    """HiDreamImagePipeline (square images): latents (B, C, H, W), no image ids or sizes (the model makes
+    them), the pooled CLIP states (`text_emb_dim`), the Llama-3.1 states of every layer stacked (layers, B, T, W) of which `llama_layers` are read."""
+    g, config = c.g, c.config
+    layers = max(config["llama_layers"]) + 1
+    return {"hidden_states": c.randn("hidden_states", g.batch, g.channels, g.side, g.side),
+            "img_ids": SKIPPED, "img_sizes": SKIPPED,
+            "encoder_hidden_states_llama3": c.randn("llama3", layers, g.batch, g.text_length,
+                                                    config["caption_channels"][0]),
+            "encoder_hidden_states_t5": _text(c, "t5", width=config["caption_channels"][-1]),
+            "pooled_embeds": c.randn("pooled_embeds", g.batch, config["text_emb_dim"])}  # CLIP-L and G pooled
+
+
+def _omnigen(c: Context) -> dict[str, Any]:
+    """OmniGenPipeline with one input image per sample: prompt token ids whose placeholder span the image's
+    patch tokens replace (`input_image_sizes`: sample -> [[start, end]]), the input-image latents, then a
+    (B, L, L) attention mask and position ids over the joint sequence (condition, time token, output)."""
+    import torch
+
+    g, config = c.g, c.config
+    tokens = (g.side // config["patch_size"]) ** 2
+    start = 2
+    length = start + tokens + 2
+    joint = length + 1 + tokens
+    return {"hidden_states": c.randn("hidden_states", g.batch, g.channels, g.side, g.side),
+            "input_ids": c.randint("input_ids", config["vocab_size"] - 1, g.batch, length),
+            "input_img_latents": [c.randn(f"image{i}", 1, g.channels, g.side, g.side) for i in range(g.batch)],
+            "input_image_sizes": {i: [[start, start + tokens]] for i in range(g.batch)},
+            "attention_mask": torch.ones(g.batch, joint, joint),
+            "position_ids": torch.arange(joint).expand(g.batch, joint)}
+
+
+def _bria_fibo(c: Context) -> dict[str, Any]:
+    """BriaFiboPipeline: the text encoder's hidden states of one layer per transformer block (double and
+    single), each (B, T, `text_encoder_dim`), which the blocks take in turn."""
+    config = c.config
+    blocks = config["num_layers"] + config["num_single_layers"]
+    return {"text_encoder_layers": [_text(c, f"text_encoder_layer{i}", width=config["text_encoder_dim"])
+                                    for i in range(blocks)]}
+
+
+def _bria_fibo2(c: Context) -> dict[str, Any]:
+    """BriaFibo2Pipeline: text features as bundles (B, 1 + len(injection_layer_ids), T, `cap_feat_dim`), the
+    Perceiver's bundle first, then one per injection block (the forward's docstring)."""
+    g, config = c.g, c.config
+    bundles = 1 + len(config["injection_layer_ids"])
+    return {"encoder_hidden_states": c.randn("encoder_hidden_states", g.batch, bundles, g.text_length,
+                                             config["cap_feat_dim"])}
+
+
 CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "TransformerTemporalModel": _temporal_per_frame,
     "UNetMotionModel": _animatediff_unet,
@@ -171,6 +221,10 @@ CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "LTXVideoTransformer3DModel": _ltx_video,
     "UNetControlNetXSModel": _controlnet_xs,
     "ControlNetUnionModel": _controlnet_union,
+    "HiDreamImageTransformer2DModel": _hidream,
+    "OmniGenTransformer2DModel": _omnigen,
+    "BriaFiboTransformer2DModel": _bria_fibo,
+    "BriaFibo2Transformer2DModel": _bria_fibo2,
 }
 
 

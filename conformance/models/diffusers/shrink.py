@@ -174,6 +174,10 @@ def shrink(values: dict[str, Any]) -> dict[str, Any]:
         heads = next((k for k in MODEL_HEADS if _is_int(values.get(k))), None)
         if values.get(key, 0) is None and heads is not None:
             out[key] = min(values[heads], HEADS)  # plain multi-head attention
+    vocab = out.get("vocab_size")
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if vocab and _is_int(values.get(key)) and values[key] >= vocab:
+            out[key] = vocab - 1  # a special token id stays inside the shrunk vocabulary (OmniGen's padding)
     out = {k: v for k, v in out.items() if v != values.get(k)}
     _model_width_follows_heads(values, out)
     _follow_inner_width(values, out)
