@@ -65,7 +65,7 @@ def _choices(model, entry, seed, params, config, geometry, widths, every_optiona
     from conformance.models.diffusers.rules import OPTIONAL_WANTED, build_choices
     from conformance.models.diffusers.rules_transformers import class_inputs
 
-    fixed = class_inputs(model, config, geometry, seed)  # a structure only the class's pipeline makes
+    fixed = class_inputs(model, config, geometry, seed, params)  # a structure only the class's pipeline makes
     choices: list[tuple[str, list[Any]]] = []
     for name, param in params.items():
         if name in fixed:

@@ -24,6 +24,7 @@ class Context:
     config: dict[str, Any]
     g: Geometry
     seed: int
+    params: dict[str, Any]  # the forward's parameters
 
     def randn(self, name: str, *shape: int):
         return _randn(tuple(shape), _name_seed(self.seed, name))
@@ -210,6 +211,40 @@ def _bria_fibo2(c: Context) -> dict[str, Any]:
                                              config["cap_feat_dim"])}
 
 
+def _kandinsky_video(c: Context) -> dict[str, Any]:
+    """Kandinsky 5 / 6 / 6-SR pipelines: channels-last video latents (B, F, H, W, C), where a model with
+    visual conditioning takes the noisy latent, the conditioning latent and a mask stacked on channels
+    (2 x `in_visual_dim` + 1; always so for the super-resolution model). Kandinsky 5 also takes the rotary
+    positions its pipeline computes: an arange per patched axis, and one over the text tokens."""
+    import torch
+
+    g, config = c.g, c.config
+    cond = config.get("visual_cond", True)  # the SR model's constructor has no switch: always conditioned
+    channels = 2 * config["in_visual_dim"] + 1 if cond else config["in_visual_dim"]
+    inputs: dict[str, Any] = {"hidden_states": c.randn("hidden_states", g.batch, g.frames, g.side, g.side, channels)}
+    if "visual_rope_pos" in c.params:
+        patch = config["patch_size"]
+        inputs["visual_rope_pos"] = [torch.arange(g.frames // patch[0]), torch.arange(g.side // patch[1]),
+                                     torch.arange(g.side // patch[2])]
+        inputs["text_rope_pos"] = torch.arange(g.text_length)
+    return inputs
+
+
+def _anyflow(c: Context) -> dict[str, Any]:
+    """AnyFlow pipelines: latents frames-first (B, F, C, H, W), with the current and the target timestep
+    per frame (B, F) (`t` and `r` of the mean-velocity step). The frame-autoregressive (FAR) model takes
+    the frame count of each chunk; this is its first chunk, all frames, with no KV cache yet."""
+    import torch
+
+    g = c.g
+    timestep = torch.full((g.batch, g.frames), 750.0)
+    inputs = {"hidden_states": c.randn("hidden_states", g.batch, g.frames, g.channels, g.side, g.side),
+              "timestep": timestep, "r_timestep": timestep * 2 / 3}
+    if "chunk_partition" in c.params:
+        inputs["chunk_partition"] = [g.frames]
+    return inputs
+
+
 CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "TransformerTemporalModel": _temporal_per_frame,
     "UNetMotionModel": _animatediff_unet,
@@ -225,10 +260,15 @@ CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "OmniGenTransformer2DModel": _omnigen,
     "BriaFiboTransformer2DModel": _bria_fibo,
     "BriaFibo2Transformer2DModel": _bria_fibo2,
+    "Kandinsky5Transformer3DModel": _kandinsky_video,
+    "AnyFlowTransformer3DModel": _anyflow,
+    "AnyFlowFARTransformer3DModel": _anyflow,
+    "Kandinsky6Transformer3DModel": _kandinsky_video,
+    "Kandinsky6SRTransformer3DModel": _kandinsky_video,
 }
 
 
-def class_inputs(model: Any, config: dict[str, Any], g: Geometry, seed: int) -> dict[str, Any]:
+def class_inputs(model: Any, config: dict[str, Any], g: Geometry, seed: int, params: dict[str, Any]) -> dict[str, Any]:
     """The inputs this class's entry fixes (parameter -> value, or SKIPPED); {} without an entry."""
     rule = CLASS_INPUTS.get(type(model).__name__)
-    return rule(Context(model, config, g, seed)) if rule else {}
+    return rule(Context(model, config, g, seed, params)) if rule else {}
