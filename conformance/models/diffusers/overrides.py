@@ -42,6 +42,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # every stage (conv in, two res blocks, the 4x4 conv out) at a tiny cost.
     "WanAnimateTransformer3DModel": {"motion_encoder_size": 16,
                                      "motion_encoder_channel_sizes": {"4": 32, "8": 32, "16": 32}},
+    # FramePack's forward always calls its image projection and clean-latent embedder, which the default config
+    # leaves out (False); the released checkpoint has both.
+    "HunyuanVideoFramepackTransformer3DModel": {"has_image_proj": True, "has_clean_x_embedder": True},
     # Latte's caption projection width is left to the checkpoint (None).
     "LatteTransformer3DModel": {"caption_channels": 32},
 }

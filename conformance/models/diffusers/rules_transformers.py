@@ -245,6 +245,37 @@ def _anyflow(c: Context) -> dict[str, Any]:
     return inputs
 
 
+def _joyimage_edit(c: Context) -> dict[str, Any]:
+    """JoyImageEditPlusPipeline with the target image alone: latents already cut into patches
+    (B, N, C, pt, ph, pw), N = t x h x w patches, and `shape_list` giving each sample's components as
+    (t, h, w) in patches (target first, then any reference images)."""
+    g, config = c.g, c.config
+    pt, ph, pw = config["patch_size"]
+    h, w = g.side // ph, g.side // pw
+    return {"hidden_states": c.randn("hidden_states", g.batch, h * w, g.channels, pt, ph, pw),
+            "shape_list": [[(1, h, w)] for _ in range(g.batch)]}
+
+
+def _framepack(c: Context) -> dict[str, Any]:
+    """HunyuanVideoFramepackPipeline (vanilla sampling): the frame indices of the window being denoised,
+    the SigLIP image states (B, N, `image_proj_dim`), and the clean context it packs in front: the
+    image latent plus the 1x history (2 frames), the 2x history (2 frames) and the 4x history (4 frames),
+    each with its frame indices (the pipeline's history sizes, scaled down), when the model has the
+    clean-latent embedder (`has_clean_x_embedder`) that takes them."""
+    import torch
+
+    g, config = c.g, c.config
+    history = {"latents_clean": 2, "latents_history_2x": 2, "latents_history_4x": 4}
+    inputs: dict[str, Any] = {"indices_latents": torch.arange(g.frames),
+                              "image_embeds": _text(c, "image_embeds", width=config["image_proj_dim"])}
+    start = g.frames
+    for name, frames in history.items() if config.get("has_clean_x_embedder") else ():
+        inputs[name] = _latent_video(c, name, g.channels, frames)
+        inputs["indices_" + name] = torch.arange(start, start + frames)
+        start += frames
+    return inputs
+
+
 CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "TransformerTemporalModel": _temporal_per_frame,
     "UNetMotionModel": _animatediff_unet,
@@ -262,6 +293,8 @@ CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "BriaFibo2Transformer2DModel": _bria_fibo2,
     "Kandinsky5Transformer3DModel": _kandinsky_video,
     "AnyFlowTransformer3DModel": _anyflow,
+    "JoyImageEditPlusTransformer3DModel": _joyimage_edit,
+    "HunyuanVideoFramepackTransformer3DModel": _framepack,
     "AnyFlowFARTransformer3DModel": _anyflow,
     "Kandinsky6Transformer3DModel": _kandinsky_video,
     "Kandinsky6SRTransformer3DModel": _kandinsky_video,
