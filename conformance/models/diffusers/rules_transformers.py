@@ -276,6 +276,65 @@ def _framepack(c: Context) -> dict[str, Any]:
     return inputs
 
 
+def _lumina_next(c: Context) -> dict[str, Any]:
+    """LuminaPipeline: the 2-D rotary table the pipeline computes with Diffusers'
+    `get_2d_rotary_pos_embed_lumina` at the model's head width (the pipeline sizes it 384 x 384; the model
+    reads the corner its token grid covers, so one latent side each way is enough), a text mask, and the
+    attention kwargs the pipeline always passes (a dict; `{}` without proportional attention)."""
+    import torch
+    from diffusers.models.embeddings import get_2d_rotary_pos_embed_lumina
+
+    g = c.g
+    return {"image_rotary_emb": get_2d_rotary_pos_embed_lumina(c.model.head_dim, g.side, g.side),
+            "encoder_mask": torch.ones(g.batch, g.text_length, dtype=torch.long), "cross_attention_kwargs": {}}
+
+
+def _grid_ids(h: int, w: int):
+    """(h x w, 3) rotary coordinates (0, row, column) of a latent token grid."""
+    import torch
+
+    rows = torch.arange(h).repeat_interleave(w)
+    cols = torch.arange(w).repeat(h)
+    return torch.stack([torch.zeros_like(rows), rows, cols], dim=1)
+
+
+def _ideogram4(c: Context) -> dict[str, Any]:
+    """Ideogram4Pipeline: one packed sequence per sample, text tokens then image tokens (length L), with
+    the image tokens (B, L, in_channels) and the text features (B, L, `llm_features_dim`) each masked
+    by a per-token role (`indicator`: 3 text, 2 image), one segment id for the sample, and 3-axis
+    positions: (i, i, i) for text token i, (0, row, column) offset by 65536 for image tokens."""
+    import torch
+
+    g, config = c.g, c.config
+    h = w = g.side // 2
+    text, image = g.text_length, h * w
+    length = text + image
+    position_ids = torch.zeros(length, 3, dtype=torch.long)
+    position_ids[:text] = torch.arange(text)[:, None]
+    position_ids[text:] = _grid_ids(h, w) + 65536  # the pipeline keeps image positions clear of text ones
+    indicator = torch.full((length,), 2, dtype=torch.long)
+    indicator[:text] = 3
+    return {"hidden_states": c.randn("hidden_states", g.batch, length, config["in_channels"]),
+            "encoder_hidden_states": _text(c, "encoder_hidden_states", width=config["llm_features_dim"],
+                                           length=length),
+            "position_ids": position_ids.expand(g.batch, length, 3), "indicator": indicator.expand(g.batch, length),
+            "segment_ids": torch.ones(g.batch, length, dtype=torch.long)}
+
+
+def _krea2(c: Context) -> dict[str, Any]:
+    """Krea2Pipeline: packed image tokens (B, h x w, in_channels), text states tapped from several encoder
+    layers (B, T, `num_text_layers`, `text_hidden_dim`), and the rotary coordinates of the joint sequence
+    (T + h x w, 3): text rows zero, image rows (0, row, column)."""
+    import torch
+
+    g, config = c.g, c.config
+    h = w = g.side // 2
+    return {"hidden_states": c.randn("hidden_states", g.batch, h * w, config["in_channels"]),
+            "encoder_hidden_states": c.randn("encoder_hidden_states", g.batch, g.text_length,
+                                             config["num_text_layers"], config["text_hidden_dim"]),
+            "position_ids": torch.cat([torch.zeros(g.text_length, 3), _grid_ids(h, w).float()])}
+
+
 CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "TransformerTemporalModel": _temporal_per_frame,
     "UNetMotionModel": _animatediff_unet,
@@ -294,6 +353,9 @@ CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "Kandinsky5Transformer3DModel": _kandinsky_video,
     "AnyFlowTransformer3DModel": _anyflow,
     "JoyImageEditPlusTransformer3DModel": _joyimage_edit,
+    "LuminaNextDiT2DModel": _lumina_next,
+    "Ideogram4Transformer2DModel": _ideogram4,
+    "Krea2Transformer2DModel": _krea2,
     "HunyuanVideoFramepackTransformer3DModel": _framepack,
     "AnyFlowFARTransformer3DModel": _anyflow,
     "Kandinsky6Transformer3DModel": _kandinsky_video,
