@@ -335,6 +335,42 @@ def _krea2(c: Context) -> dict[str, Any]:
             "position_ids": torch.cat([torch.zeros(g.text_length, 3), _grid_ids(h, w).float()])}
 
 
+def _glm_image(c: Context) -> dict[str, Any]:
+    """GlmImagePipeline: the autoregressive model's prior tokens, one VQ code per latent patch
+    (B, h x w) below `prior_vq_quantizer_codebook_size`, and which of them to drop (none, conditional
+    branch)."""
+    import torch
+
+    g, config = c.g, c.config
+    patches = (g.side // config["patch_size"]) ** 2
+    ids = c.randint("prior_token_id", config["prior_vq_quantizer_codebook_size"], g.batch, patches)
+    return {"prior_token_id": ids, "prior_token_drop": torch.zeros_like(ids, dtype=torch.bool)}
+
+
+def _uvit2d(c: Context) -> dict[str, Any]:
+    """AmusedPipeline: the masked VQ image tokens (B, H, W) below `codebook_size` (the mask token is the
+    last code), the pooled CLIP text state (`cond_embed_dim`), and the five micro-conditions (original
+    width and height, crop top and left, aesthetic score), which the model embeds one by one."""
+    import torch
+
+    g, config = c.g, c.config
+    micro = torch.tensor([[g.side * 8.0, g.side * 8.0, 0.0, 0.0, 6.0]] * g.batch)
+    codes = min(config["codebook_size"], config["vocab_size"])  # the token table is capped when tiny
+    return {"input_ids": c.randint("input_ids", codes, g.batch, g.side, g.side),
+            "pooled_text_emb": c.randn("pooled_text_emb", g.batch, config["cond_embed_dim"]),
+            "micro_conds": micro}
+
+
+def _unidiffuser(c: Context) -> dict[str, Any]:
+    """UniDiffuserPipeline (joint mode): VAE latents, the CLIP image embedding as one token
+    (B, 1, `clip_img_dim`), the text prompt states at their learned length (B, `num_text_tokens`,
+    `text_dim`), one timestep per modality; the pipeline passes no cross-attention states."""
+    g, config = c.g, c.config
+    return {"image_embeds": c.randn("image_embeds", g.batch, 1, config["clip_img_dim"]),
+            "prompt_embeds": _text(c, "prompt_embeds", width=config["text_dim"], length=config["num_text_tokens"]),
+            "encoder_hidden_states": SKIPPED}
+
+
 CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "TransformerTemporalModel": _temporal_per_frame,
     "UNetMotionModel": _animatediff_unet,
@@ -356,6 +392,9 @@ CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "LuminaNextDiT2DModel": _lumina_next,
     "Ideogram4Transformer2DModel": _ideogram4,
     "Krea2Transformer2DModel": _krea2,
+    "GlmImageTransformer2DModel": _glm_image,
+    "UVit2DModel": _uvit2d,
+    "UniDiffuserModel": _unidiffuser,
     "HunyuanVideoFramepackTransformer3DModel": _framepack,
     "AnyFlowFARTransformer3DModel": _anyflow,
     "Kandinsky6Transformer3DModel": _kandinsky_video,
