@@ -45,8 +45,25 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # FramePack's forward always calls its image projection and clean-latent embedder, which the default config
     # leaves out (False); the released checkpoint has both.
     "HunyuanVideoFramepackTransformer3DModel": {"has_image_proj": True, "has_clean_x_embedder": True},
+    # Z-Image's ControlNet leaves where its control layers sit and its control input width to the checkpoint
+    # (None); the Union checkpoint puts them at every few layers from 0 over 16-channel latents.
+    "ZImageControlNetModel": {"control_layers_places": [0, 1], "control_in_dim": 16},
     # Latte's caption projection width is left to the checkpoint (None).
     "LatteTransformer3DModel": {"caption_channels": 32},
+}
+
+# Wrappers that hold other than zoo.WRAPPED_COUNT models: class -> how many.
+WRAPPED_MODELS: dict[str, int] = {
+    # Qwen-Image's multi-ControlNet runs one ControlNet-Union over several conditions; two nets are refused.
+    "QwenImageMultiControlNetModel": 1,
+}
+
+# Models built around another model's modules, as their pipeline builds them: class -> (the tiny model
+# whose modules it shares, the classmethod that attaches them).
+COMPANIONS: dict[str, tuple[str, str]] = {
+    # Z-Image's ControlNet borrows the transformer's embedders and refiners (ZImageControlNetPipeline
+    # calls ZImageControlNetModel.from_transformer); alone its forward refuses to run.
+    "ZImageControlNetModel": ("ZImageTransformer2DModel", "from_transformer"),
 }
 
 SKIP: dict[str, str] = {

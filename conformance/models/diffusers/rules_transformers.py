@@ -371,6 +371,22 @@ def _unidiffuser(c: Context) -> dict[str, Any]:
             "encoder_hidden_states": SKIPPED}
 
 
+def _z_image_controlnet(c: Context) -> dict[str, Any]:
+    """ZImageControlNetPipeline: per-sample lists, as the Z-Image transformer takes them: latents
+    (C, 1, H, W), caption features (T, width of the shared caption embedder) and the control latents
+    (`control_in_dim`, 1, H, W)."""
+    import torch
+
+    g, config = c.g, c.config
+    caption_width = next(m for m in c.model.cap_embedder.modules() if isinstance(m, torch.nn.Linear)).in_features
+    channels = c.model.all_x_embedder[next(iter(c.model.all_x_embedder))].in_features // (
+        config["all_patch_size"][0] ** 2 * config["all_f_patch_size"][0])
+    return {"x": [c.randn(f"x{i}", channels, 1, g.side, g.side) for i in range(g.batch)],
+            "cap_feats": [c.randn(f"cap{i}", g.text_length, caption_width) for i in range(g.batch)],
+            "control_context": [c.randn(f"control{i}", config["control_in_dim"], 1, g.side, g.side)
+                                for i in range(g.batch)]}
+
+
 CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "TransformerTemporalModel": _temporal_per_frame,
     "UNetMotionModel": _animatediff_unet,
@@ -395,6 +411,7 @@ CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "GlmImageTransformer2DModel": _glm_image,
     "UVit2DModel": _uvit2d,
     "UniDiffuserModel": _unidiffuser,
+    "ZImageControlNetModel": _z_image_controlnet,
     "HunyuanVideoFramepackTransformer3DModel": _framepack,
     "AnyFlowFARTransformer3DModel": _anyflow,
     "Kandinsky6Transformer3DModel": _kandinsky_video,
