@@ -48,6 +48,11 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # Z-Image's ControlNet leaves where its control layers sit and its control input width to the checkpoint
     # (None); the Union checkpoint puts them at every few layers from 0 over 16-channel latents.
     "ZImageControlNetModel": {"control_layers_places": [0, 1], "control_in_dim": 16},
+    # MiniMax-H3's default heads x head dim (56 x 128) disagrees with its hidden_size (5376 = 42 x 128); the
+    # widths that follow hidden_size take the tiny attention width, and its 3-axis rotary, which turns
+    # 2 x 3 x rope_freq_dim channels of each head, must fit the tiny head (16).
+    "MiniMaxH3Transformer3DModel": {"hidden_size": 32, "time_embed_hidden_dim": 32, "time_embed_dim": 16,
+                                    "rope_freq_dim": 2},
     # Latte's caption projection width is left to the checkpoint (None).
     "LatteTransformer3DModel": {"caption_channels": 32},
 }
