@@ -53,6 +53,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # 2 x 3 x rope_freq_dim channels of each head, must fit the tiny head (16).
     "MiniMaxH3Transformer3DModel": {"hidden_size": 32, "time_embed_hidden_dim": 32, "time_embed_dim": 16,
                                     "rope_freq_dim": 2},
+    # Kandinsky 3's up blocks pair their in and out resnets from two layers per block; with one, the block's
+    # self-attention norm gets the other width. The released model has three.
+    "Kandinsky3UNet": {"layers_per_block": 2},
     # Latte's caption projection width is left to the checkpoint (None).
     "LatteTransformer3DModel": {"caption_channels": 32},
 }
