@@ -1,7 +1,5 @@
-"""Per-class input rules for DiTs, video transformers, ControlNets and world models, as data.
-
-This module holds the image DiTs and ControlNets, the shared `Context` and helpers; `rules_video.py`
-holds the video transformers and world models.
+"""Per-class input rules for image DiTs and ControlNets, as data, with the `Context` and helpers
+they share with `rules_video.py` (video transformers and world models).
 
 Some forwards take a structure only their pipeline knows how to make: index tensors, rotary
 positions computed outside the model, an audio stream beside the video, the shapes of packed
