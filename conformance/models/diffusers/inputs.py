@@ -63,9 +63,15 @@ def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[s
 
 def _choices(model, entry, seed, params, config, geometry, widths, every_optional: bool) -> list[tuple[str, list]]:
     from conformance.models.diffusers.rules import OPTIONAL_WANTED, build_choices
+    from conformance.models.diffusers.rules_transformers import class_inputs
 
+    fixed = class_inputs(model, config, geometry, seed, params)  # a structure only the class's pipeline makes
     choices: list[tuple[str, list[Any]]] = []
     for name, param in params.items():
+        if name in fixed:
+            if fixed[name] is not SKIPPED:
+                choices.append((name, [fixed[name]]))
+            continue
         required = param.default is inspect.Parameter.empty
         if not required and name not in OPTIONAL_WANTED and not every_optional:
             continue
