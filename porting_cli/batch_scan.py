@@ -51,7 +51,7 @@ def _fix_result(path: str, text: str, cached: CachedScan):
     applied = [f for f in cached.findings if f.fixable]
     remaining = [f for f in cached.findings if not f.fixable]
     new_text = text if cached.fixed_text is None else cached.fixed_text
-    return FixResult(new_text, applied, remaining, path, text)
+    return FixResult(new_text, applied, remaining, path, text, frozenset(cached.companion_lines))
 
 
 def analyse(text: str, path: str) -> CachedScan | ScanError:
@@ -67,7 +67,8 @@ def analyse(text: str, path: str) -> CachedScan | ScanError:
     except Exception as exc:  # noqa: BLE001 - one file never sinks a project: it becomes an error row
         return ScanError(f"{path}: the scanner failed on this file ({type(exc).__name__}: {exc}); "
                          "please report it with the file")
-    return CachedScan(analysis.lines, tuple(analysis.findings), fixed.new_text if fixed.changed else None)
+    return CachedScan(analysis.lines, tuple(analysis.findings), fixed.new_text if fixed.changed else None,
+                      tuple(sorted(fixed.companion_lines)))
 
 
 def _analyse_item(item: tuple[str, str]) -> CachedScan | ScanError:

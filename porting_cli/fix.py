@@ -71,6 +71,9 @@ class FixResult:
     remaining: list[Finding]
     path: str = "<string>"
     old_text: str = ""
+    #: lines changed by an edit the other fixes need, with no finding of its own (DDP's
+    #: `device_ids` for the CPU fallback: porting_cli/scan/distributed.py)
+    companion_lines: frozenset[int] = frozenset()
 
     @property
     def changed(self) -> bool:
@@ -159,7 +162,9 @@ def fix_source(text: str, path: str = "<string>") -> FixResult:
     if problem is not None:  # pragma: no cover - no known edit gets here
         unfixed = [dataclasses.replace(f, fixable=False) for f in analysis.findings]
         return FixResult(text, [], unfixed, path, text)
-    return FixResult(new_text, applied, remaining, path, text)
+    ctx = analysis.ctx
+    companions = frozenset(node.lineno for key, (node, _) in ctx.companions.items() if key in ctx.edits)
+    return FixResult(new_text, applied, remaining, path, text, companions)
 
 
 def _joint(head: str, tail: str) -> str:

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirror", type=Path, help="folder of git mirrors (see module docstring)")
     parser.add_argument("--from-dir", type=Path, help="folder of plain copies: DIR/owner/name/path")
     parser.add_argument("--github", action="store_true", help="download from raw.githubusercontent.com")
-    parser.add_argument("--half", choices=("dev", "held", "all"), default="all")
+    parser.add_argument("--half", choices=("dev", "held", "fresh", "all"), default="all")
     args = parser.parse_args(argv)
     if not (args.mirror or args.from_dir or args.github):
         parser.error("give at least one source: --mirror, --from-dir or --github")

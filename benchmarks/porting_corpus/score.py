@@ -11,6 +11,7 @@ For each labelled script in `.scripts/` (see fetch.py) it runs
   verdict      the tool says `blocked` exactly when the label says blocked
 
     python benchmarks/porting_corpus/score.py --half dev
+    python benchmarks/porting_corpus/score.py --half fresh              # batch 4, labelled after both halves were scored
     python benchmarks/porting_corpus/score.py --half dev --details     # every miss and false alarm
     python benchmarks/porting_corpus/score.py --half dev --fix-check   # --fix output parses, no fixable left
     python benchmarks/porting_corpus/score.py --checkout /path/to/worktree-of-a-branch
@@ -130,7 +131,7 @@ def print_table(scores: list[ScriptScore], show_fix: bool) -> None:
 
 def print_summary(scores: list[ScriptScore], show_fix: bool) -> None:
     print()
-    for half in ("dev", "held"):
+    for half in ("dev", "held", "fresh"):
         part = [s for s in scores if s.entry["half"] == half and not s.error]
         if not part:
             continue
@@ -177,7 +178,7 @@ def print_details(scores: list[ScriptScore]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--half", choices=("dev", "held", "all"), default="dev")
+    parser.add_argument("--half", choices=("dev", "held", "fresh", "all"), default="dev")
     add_tool_options(parser)
     parser.add_argument("--only", default=None, help="score one script id")
     parser.add_argument("--details", action="store_true", help="list every miss, false alarm and wrong verdict")

@@ -4,7 +4,7 @@
 also bind the APIs to names of their own, and the rules must see through those too::
 
     precision_scope = autocast if opt.precision == "autocast" else nullcontext
-    amp_ctx = functools.partial(torch.autocast, dtype=torch.bfloat16)
+    amp_ctx = functools.partial(torch.autocast, dtype=torch.bfloat16)   # or funcy.partial, toolz.partial
     def scope(ctx=torch.cuda.amp.autocast): ...
     def get_scaler():
         return torch.cuda.amp.GradScaler
@@ -20,7 +20,8 @@ import ast
 
 from .nodes import iter_statements, qualname
 
-PARTIAL = frozenset({"functools.partial", "partial"})
+#: `functools.partial` and its look-alikes in other libraries (`funcy.partial`, `toolz.partial`)
+PARTIAL_NAME = "partial"
 ROOTS = ("torch",)
 SMALL_FUNCTION = 6  # statements: a helper that hands back an API, not real code
 
@@ -39,7 +40,7 @@ def _api(node: ast.AST, aliases: dict[str, str], returns: dict[str, str]) -> str
     if kind is ast.IfExp:
         return _api(node.body, aliases, returns) or _api(node.orelse, aliases, returns)
     if kind is ast.Call:
-        if node.args and qualname(node.func, aliases) in PARTIAL:
+        if node.args and (qualname(node.func, aliases) or "").rpartition(".")[2] == PARTIAL_NAME:
             return _api(node.args[0], aliases, returns)
         if type(node.func) is ast.Name and not node.args and not node.keywords:
             return returns.get(node.func.id)  # scaler_class = get_scaler_class()

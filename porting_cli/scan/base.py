@@ -49,6 +49,7 @@ class Context:
         self.strings = Strings(source)
         self.edits: dict[int, tuple[ast.AST, Edit]] = {}
         self.edit_owner: dict[int, Finding] = {}        # id(edited node) -> the finding it fixes
+        self.companions: dict[int, tuple[ast.AST, Edit]] = {}  # edits other fixes need (see companion_edit)
         self.fstrings: list[ast.JoinedStr] = []         # f-strings seen (an edit inside one minds its quotes)
         self.call_of: dict[int, ast.Call] = {}          # id(call.func) -> call
         self.sole_call_stmt: dict[int, ast.Expr] = {}   # id(call) -> its statement, alone on its line
@@ -241,6 +242,12 @@ class FamilyVisitor:
             ctx.edit_owner[id(target)] = finding
         ctx.handled.add(id(node))
         ctx.findings.append(finding)
+
+    def companion_edit(self, node: ast.AST, edit: Edit | Callable) -> None:
+        """An edit with no finding of its own: what the other fixes need for the fixed file to
+        run on the CPU fallback of their device expression (DDP's `device_ids`, which a CPU
+        module must not pass). Applied only to a file that has fixes of its own."""
+        self.ctx.companions.setdefault(id(node), (node, edit))
 
     def attr_start(self, node: ast.Attribute) -> int:
         """The offset of the attribute's name (``cuda`` of ``make(...).cuda``): where its finding

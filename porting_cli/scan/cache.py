@@ -59,17 +59,19 @@ class CachedScan:
     lines: int
     findings: tuple[Finding, ...]
     fixed_text: str | None  # None: nothing to fix automatically
+    companion_lines: tuple[int, ...] = ()  # lines the fix changes with no finding of their own
 
     def to_json(self) -> dict[str, Any]:
         findings = [{k: v for k, v in f.to_dict().items() if k != "path"} for f in self.findings]
-        return {"format": CACHE_FORMAT, "lines": self.lines, "findings": findings, "fixed_text": self.fixed_text}
+        return {"format": CACHE_FORMAT, "lines": self.lines, "findings": findings, "fixed_text": self.fixed_text,
+                "companion_lines": list(self.companion_lines)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], path: str) -> CachedScan:
         if data.get("format") != CACHE_FORMAT:
             raise ValueError("another cache format")
         findings = tuple(Finding(path=path, **f) for f in data["findings"])
-        return cls(int(data["lines"]), findings, data["fixed_text"])
+        return cls(int(data["lines"]), findings, data["fixed_text"], tuple(data.get("companion_lines", ())))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,11 @@
-"""torch.distributed: the NCCL backend and CUDA device ids of DDP."""
+"""torch.distributed: the NCCL backend, NCCL-only c10d arguments, DataParallel.
+
+DDP's `device_ids=[rank]` / `output_device=rank` is not reported: DDP takes them for any
+single-device module and reads the device type from the module's parameters, so they hold on an
+accelerator as on CUDA. Only a CPU module must pass None, and the fixes make the device "the
+accelerator, else the CPU": so a file that gets fixes also gets `device_ids=[rank] if
+torch.accelerator.is_available() else None`, an edit with no finding of its own.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ NCCL_API = ("torch.distributed.is_nccl_available", "torch.distributed.ProcessGro
 DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                            "torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.DataParallel",
                            "torch.nn.parallel.data_parallel.data_parallel"})
+
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
                  "torch.nn.parallel.distributed.DistributedDataParallel"})
 
@@ -42,18 +50,13 @@ class DistributedVisitor(ReferenceFamily):
             for arg in node.keywords:
                 if arg.arg in NCCL_ONLY_ARGUMENTS[callee] and not is_name(arg.value, "None"):
                     self.report(arg, "NC506", detail=f"`{arg.arg}` of `{callee}`")
-            return
-        if callee not in DDP:
-            return
-        for arg in node.keywords:
-            if arg.arg in ("device_ids", "output_device"):
+        elif callee in DDP:
+            for arg in node.keywords:
                 value = arg.value
-                if is_name(value, "None"):
+                if arg.arg not in ("device_ids", "output_device") or is_name(value, "None") or (
+                        isinstance(value, ast.IfExp) and is_name(value.orelse, "None")):  # already guarded
                     continue
-                if isinstance(value, ast.IfExp) and is_name(value.orelse, "None"):  # already guarded
-                    continue
-                self.report(arg, "NC503", edit_node=value,
-                            edit=lambda view, value=value: f"{view.text(value)} if {GUARD} else None")
+                self.companion_edit(value, lambda view, value=value: f"{view.text(value)} if {GUARD} else None")
 
     def on_reference(self, node, qn: str) -> None:
         if qn.startswith(NCCL_API):

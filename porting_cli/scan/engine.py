@@ -205,6 +205,9 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     families = [family(ctx) for family in FAMILIES]
     Traversal(ctx, families, candidates if reduce else None).run(tree)
     _safety_net(ctx, candidates if reduce else list(range(1, len(lines) + 1)))
+    if ctx.edits:
+        for key, companion in ctx.companions.items():
+            ctx.edits.setdefault(key, companion)
     findings = sorted(ctx.findings, key=Finding.sort_key)
     return Analysis(text, ctx, findings, len(lines), tree)
 

@@ -8,6 +8,7 @@ import re
 from .base import ReferenceFamily
 from .guards import Guards
 from .libraries import Library, installed_evidence, known, library_for
+from .library_apis import LibraryApi, api_for, api_names, method_api
 from .triton_sites import TritonSites
 from .nodes import is_name, keyword
 
@@ -32,7 +33,7 @@ def _library(name: str) -> Library | None:
 class KernelsVisitor(ReferenceFamily):
     family = "kernels"
     triggers = (r"cpp_extension", r"CUDAExtension", r"cuda_sources", r"triton", r"nvtx", r"cupy", r"\]\(", r"nvidia", r"nvml",
-                *(re.escape(name) for name in known()), r"\bimport\b")
+                *(re.escape(name) for name in known()), *(re.escape(name) for name in api_names()), r"\bimport\b")
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -44,12 +45,16 @@ class KernelsVisitor(ReferenceFamily):
         """The import is behind a try/except ImportError or an availability guard."""
         if self.optional_depth:
             return True
+        guards = self.guards()
+        nested = any(first < node.lineno <= last for first, last in self._function_lines)
+        return guards.covers(node.lineno, library, nested)
+
+    def guards(self) -> Guards:
         if self._guards is None:
             self._guards = Guards(self.ctx.tree, self.ctx.aliases)
             self._function_lines = [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(self.ctx.tree)
                                     if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        nested = any(first < node.lineno <= last for first, last in self._function_lines)
-        return self._guards.covers(node.lineno, library, nested)
+        return self._guards
 
     # -- imports -------------------------------------------------------------
     def _import(self, node: ast.AST, name: str) -> bool:
@@ -63,7 +68,7 @@ class KernelsVisitor(ReferenceFamily):
         elif part is not None:
             self.report(node, APEX_PARTS[part], detail=f"`{name}`")
         elif lib.kind == "triton":
-            self.report(node, "NC702", detail="`import triton`")
+            self.report(node, "NC702", detail=f"`import {lib.name}`")
         else:
             self.report(node, KIND_RULE[lib.kind], detail=f"`{lib.name}`: {lib.advice}{self._evidence(lib.name)}")
         return True
@@ -94,6 +99,10 @@ class KernelsVisitor(ReferenceFamily):
             self.optional_depth -= 1
 
     def _guards_import(self, handler: ast.ExceptHandler) -> bool:
+        """The handler catches a failed import and carries on; one that raises again (`raise
+        ImportError("pip install bitsandbytes")`) or exits is no fallback."""
+        if any(isinstance(stmt, ast.Raise) or _exits(stmt) for stmt in handler.body):
+            return False
         kind = handler.type
         if kind is None:
             return True
@@ -109,6 +118,8 @@ class KernelsVisitor(ReferenceFamily):
             return
         name = node.module or ""
         names = [a for a in node.names if a.name != "*"]
+        for alias in names:  # from lightning.fabric.plugins import BitsandbytesPrecision
+            self._api_named(alias, api_for(f"{name}.{alias.name}"))
         if name == "apex" and names:  # from apex import amp, optimizers
             for alias in names:
                 self._import(alias, f"apex.{alias.name}")
@@ -135,6 +146,10 @@ class KernelsVisitor(ReferenceFamily):
         return self._triton_sites
 
     def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute):  # pipe.enable_xformers_memory_efficient_attention()
+            api = method_api(node.func.attr)
+            if api is not None:
+                self._api_call(node.func, api, start=self.attr_start(node.func))
         if isinstance(node.func, ast.Subscript) and self._triton().is_launch(node):
             self.report(node, "NC702", detail="launch of a Triton kernel")
         elif isinstance(node.func, ast.Subscript) and self._triton().is_imported_launch(node):
@@ -154,7 +169,36 @@ class KernelsVisitor(ReferenceFamily):
         rule = "NC705" if self.optional(node, lib.name) else KIND_RULE[lib.kind]
         self.report(node, rule, detail=f"`{lib.name}`: use of `{qn}`")
 
+    # -- APIs of other packages that need a CUDA-only library (cuda_library_apis.json) ----------
+    def _api_named(self, node: ast.AST, api: LibraryApi | None) -> bool:
+        """NC707 where the API is named without being called (an import, a base class)."""
+        lib = _library(api.requires) if api is not None else None
+        if lib is None:
+            return False
+        self.report(node, "NC707", detail=f"`{api.name}` needs `{lib.name}`")
+        return True
+
+    def _api_call(self, node: ast.AST, api: LibraryApi, start: int | None = None) -> None:
+        """The library's own rule where the API is called; NC705 inside an availability guard
+        (a guarded block only: the file checking for the library elsewhere does not make this
+        call optional)."""
+        lib = _library(api.requires)
+        if lib is None:
+            return
+        if self.optional_depth or self.guards().covers(node.lineno, lib.name, nested=False):
+            rule = "NC705"
+        else:
+            rule = "NC702" if lib.kind == "triton" else KIND_RULE[lib.kind]
+        self.report(node, rule, start=start,
+                    detail=f"`{lib.name}` through `{api.name}`: {lib.advice}{self._evidence(lib.name)}")
+
     def on_reference(self, node, qn: str) -> None:
+        api = api_for(qn)
+        if api is not None:
+            if self.call_of(node) is not None:  # at the API's name: `L.fabric.plugins.BitsandbytesPrecision(`
+                self._api_call(node, api, start=self.attr_start(node) if isinstance(node, ast.Attribute) else None)
+            else:
+                self._api_named(node, api)
         self._library_use(node, qn)
         if qn in (f"{CPP_EXT}.CUDAExtension", f"{CPP_EXT}.CUDA_HOME"):
             self.report(node, "NC701", detail=f"`{qn}`")
@@ -175,6 +219,15 @@ class KernelsVisitor(ReferenceFamily):
                 if any(value and value.endswith((".cu", ".cuh")) for value, _, _ in strings.pieces(node)):
                     return True
         return False
+
+
+def _exits(stmt: ast.stmt) -> bool:
+    """`sys.exit(...)`, `exit()`, `quit()`, `os._exit(...)` as a statement."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    func = stmt.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("exit", "quit", "_exit")
 
 
 def _code_nodes(node: ast.AST):

@@ -154,9 +154,6 @@ RULES: tuple[Rule, ...] = (
        "`torch.distributed.get_default_backend_for_device(device)`", True),
     _R("NC502", "distributed", "nccl-api", "warning", "medium",
        "NCCL-specific API; use the generic `torch.distributed` API"),
-    _R("NC503", "distributed", "ddp-device-ids", "warning", "low",
-       "`device_ids`/`output_device` must be None for CPU modules; pass them only when "
-       "`torch.accelerator.is_available()`", True),
     _R("NC504", "distributed", "data-parallel", "warning", "medium",
        "`nn.DataParallel` splits batches over CUDA devices only; use DistributedDataParallel "
        "(one process per device) or one device"),
@@ -197,6 +194,10 @@ RULES: tuple[Rule, ...] = (
        "third-party library whose installed files tie it to CUDA (shared objects linking libcudart/"
        "libcuda/NCCL, Triton kernels, CUDA requirements) and that neuron-check's library data does "
        "not know (review): check that it has a path for the backend"),
+    _R("NC707", "kernels", "cuda-library-api-name", "warning", "low",
+       "an API of another package that needs a CUDA-only library (Lightning's `BitsandbytesPrecision`, "
+       "Accelerate's `load_and_quantize_model`), named without being called (an import, a base class): "
+       "the code that calls it is what needs the library"),
     # -- float64 ---------------------------------------------------------------
     _R("NC801", "dtype", "float64-dtype", "warning", "medium",
        "64-bit floating dtype; Trainium has no float64: use `torch.float32` "

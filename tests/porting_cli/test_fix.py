@@ -87,8 +87,8 @@ def test_round_trip(path):
     # the net may speak up on a fixed line that still names CUDA (`use_cuda = torch.accelerator...`)
     assert sum(f.rule_id == "NC999" for f in after) >= sum(f.rule_id == "NC999" for f in result.remaining)
     assert fix_source(result.new_text).new_text == result.new_text  # idempotent
-    # only lines with a fixable finding change (the rest is kept byte for byte)
-    fixed_lines = {f.line for f in result.applied}
+    # only lines with a fixable finding, or an edit those fixes need, change (the rest is kept byte for byte)
+    fixed_lines = {f.line for f in result.applied} | result.companion_lines
     removed = [line for line in result.diff().splitlines()
                if line.startswith("-") and not line.startswith("---")]
     flagged = {old.splitlines()[n - 1] for n in fixed_lines}
@@ -173,3 +173,30 @@ def test_fixed_example_runs_on_cpu(tmp_path, name):
     result = run([str(fixed), "--steps", "1", "--batch", "2"], tmp_path, {"MASTER_PORT": free_port()})
     assert result.returncode == 0, result.stderr[-2000:]
     assert "step   0  loss" in result.stdout
+
+
+DDP_SOURCE = ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "def wrap(model, rank):\n{place}    return DDP(model, device_ids=[rank], output_device=rank)\n")
+
+
+def test_ddp_device_ids_are_no_finding_and_are_guarded_only_where_other_fixes_make_cpu_possible():
+    # DDP takes device_ids for any single-device module: on an accelerator the line holds unchanged
+    alone = DDP_SOURCE.format(place="")
+    assert scan_source(alone).findings == [] and fix_source(alone).new_text == alone
+    # the fix puts the model on "the accelerator, else the CPU", where DDP needs device_ids=None
+    placed = DDP_SOURCE.format(place="    model = model.cuda(rank)\n")
+    result = fix_source(placed)
+    assert [f.line for f in scan_source(placed).findings] == [4]
+    assert result.companion_lines == {5}
+    assert ("DDP(model, device_ids=[rank] if torch.accelerator.is_available() else None, "
+            "output_device=rank if torch.accelerator.is_available() else None)") in result.new_text
+    assert fix_source(result.new_text).new_text == result.new_text
+
+
+def test_the_lines_of_companion_edits_survive_the_scan_cache(tmp_path):
+    from porting_cli.batch_scan import _fix_result, analyse
+    from porting_cli.scan.cache import CachedScan
+
+    text = DDP_SOURCE.format(place="    model = model.cuda(rank)\n")
+    cached = CachedScan.from_json(analyse(text, "t.py").to_json(), "t.py")
+    assert _fix_result("t.py", text, cached).companion_lines == {5}

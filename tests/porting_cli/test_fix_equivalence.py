@@ -27,7 +27,6 @@ EQUIVALENCE_FIXTURES = ["equiv_train.py", "cuda_runnable.py"]
 #: fixable rules the harness cannot run on a CPU-only machine, and why
 NOT_RUNNABLE = {
     "NC501": "NCCL process group: needs a distributed launch (covered by the DDP example tests)",
-    "NC503": "DDP device_ids: needs a process group",
     "NC601": "torch.cuda.Stream(): a stream cannot be created without the device",
     "NC901": "device_map of from_pretrained: needs a model download",
 }

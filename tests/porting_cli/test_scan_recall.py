@@ -149,6 +149,13 @@ def test_an_import_behind_an_availability_guard_is_optional_not_a_blocker(source
     assert libraries and set(libraries) == {"NC705"}
 
 
+@pytest.mark.parametrize("handler", ["    raise ImportError('pip install bitsandbytes')\n",
+                                     "    print('install bitsandbytes')\n    sys.exit(1)\n"])
+def test_an_import_whose_except_import_error_raises_again_is_no_fallback(handler):
+    source = f"import sys\ntry:\n    import bitsandbytes as bnb\nexcept ImportError:\n{handler}"
+    assert [f.rule_id for f in scan_source(source).findings] == ["NC704"]
+
+
 def test_an_unguarded_import_of_a_cuda_only_library_still_blocks():
     assert [f.rule_id for f in scan_source("import bitsandbytes as bnb\n").findings] == ["NC704"]
 
@@ -237,6 +244,11 @@ ALIASES = [
     ("import torch\ndef get_scaler():\n    return torch.cuda.amp.GradScaler\ncls = get_scaler()\nscaler = cls()\n",
      5, "NC302"),
     ("import torch\ndef step(sync=torch.cuda.synchronize):\n    sync()\n", 3, "NC205"),
+    # a partial of another functional library, bound in one branch; the other defines a no-op
+    ("import contextlib\nimport funcy\nimport torch\nif torch.cuda.is_available():\n"
+     "    autocast = funcy.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)\nelse:\n"
+     "    @contextlib.contextmanager\n    def autocast():\n        yield\n"
+     "def run():\n    with torch.no_grad(), autocast():\n        pass\n", 11, "NC301"),
     ("import torch as th\nth.cuda.empty_cache()\n", 2, "NC206"),
     ("import torch\nclass T:\n    def __init__(self):\n        self.autocast = torch.cuda.amp.autocast\n"
      "    def step(self):\n        with self.autocast():\n            pass\n", 6, "NC301"),

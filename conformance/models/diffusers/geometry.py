@@ -22,6 +22,7 @@ TEXT_WIDTH_KEYS = ("joint_attention_dim", "cross_attention_dim", "caption_channe
                    "condition_dim", "cross_attention_input_dim", "txt_in_features", "dit_text_dim",
                    "text_embed_2_dim", "encoder_hidden_states_channels", "crossattn_proj_in_channels", "context_dim",
                    "clip_text_in_channels", "hidden_size")
+FRAME_TABLE_KEYS = ("video_length",)
 POOLED_WIDTH_KEYS = ("pooled_projection_dim", "pooled_embed_dim", "clip_text_pooled_in_channels", "in_text_dim2",
                      "text_embed_2_dim", "global_states_input_dim", "projection_class_embeddings_input_dim",
                      "cond_embed_dim", "pooled_dim")
@@ -107,5 +108,7 @@ def geometry_of(config: dict[str, Any]) -> Geometry:
     if modality_audio_factor(config) > 1:
         side = max(side, 2 * modality_audio_factor(config))  # an audio sample's length is side x side
     frames = max(2 * temporal, 1 + temporal_factor if temporal_factor > 1 else 2)
+    # a learned table of one position per frame (Latte's `video_length`) fixes the frame count
+    frames = first_int(config, FRAME_TABLE_KEYS, frames)
     channels = first_int(config, SAMPLE_CHANNEL_KEYS, 4)
     return Geometry(BATCH, channels, side, frames, TEXT_LENGTH, first_int(config, TEXT_WIDTH_KEYS), spatial, temporal)

@@ -76,9 +76,15 @@ def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[s
 
 def _choices(model, entry, seed, params, config, geometry, widths, fn, every_optional: bool) -> list[tuple[str, list]]:
     from conformance.models.diffusers.rules import OPTIONAL_WANTED
+    from conformance.models.diffusers.rules_transformers import class_inputs
 
+    fixed = class_inputs(model, config, geometry, seed, params)  # a structure only the class's pipeline makes
     choices: list[tuple[str, list[Any]]] = []
     for name, param in params.items():
+        if name in fixed:
+            if fixed[name] is not SKIPPED:
+                choices.append((name, [fixed[name]]))
+            continue
         required = param.default is inspect.Parameter.empty
         if not required and name not in OPTIONAL_WANTED and not every_optional:
             continue
@@ -95,15 +101,10 @@ def _choices(model, entry, seed, params, config, geometry, widths, fn, every_opt
 
 
 def _options(name, model, entry, config, geometry, seed, widths, params, fn) -> list[Any] | None:
-    """A parameter's options: a class's own codec rule decides alone; else the docstring's shape
-    comes first, then the generic rule's."""
+    """A parameter's options: the docstring's shape first, then the generic rule's."""
     from conformance.models.diffusers.docshapes import docstring_option
     from conformance.models.diffusers.rules import build_choices
-    from conformance.models.diffusers.rules_codecs import codec_choices
 
-    own = codec_choices(name, model, config, geometry, entry.modality, seed, params)
-    if own is not None:
-        return own
     generic = build_choices(name, model, config, geometry, entry.modality, seed, widths, params)
     documented = None if name in DOCSTRING_IGNORED else docstring_option(name, fn, model, config, geometry, seed)
     if documented is None:

@@ -8,6 +8,7 @@ packed patch tokens come with rotary ids). A rule returns a list of options (tri
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -19,7 +20,7 @@ OPTIONAL_WANTED = frozenset({
     "added_cond_kwargs", "encoder_hidden_states_t5", "text_embedding_mask", "text_embedding_mask_t5",
     "image_meta_size", "style", "img_shapes", "encoder_hidden_states_mask", "global_hidden_states",
     "class_labels", "pooled_embeds", "encoder_hidden_states_llama3", "img_sizes", "controlnet_mode",
-    "conditioning_scale", "fps", "hidden_states_1", "mask", "text_hidden_states", "start_seconds", "end_seconds",
+    "conditioning_scale", "fps", "controlnet_cond", "hidden_states_1", "mask", "text_hidden_states", "start_seconds", "end_seconds",
 })
 MAIN_SAMPLE = ("sample", "hidden_states", "x", "latents", "z", "h", "mel", "audio", "audio_data", "waveform",
                "inputs_embeds", "z_latent", "input",
@@ -27,8 +28,9 @@ MAIN_SAMPLE = ("sample", "hidden_states", "x", "latents", "z", "h", "mel", "audi
 LIKE_SAMPLE = re.compile(r"^(\w+_)?latents?(_\w+)?$|^latent_cond$")
 TIMESTEP = re.compile(r"^(timesteps?|t|timestep_r|r_timestep|timestep_ratio|sigma|decoder_noise_time|"
                       r"\w+_time|timestep_img|timestep_text|clean_timestep|target_timestep|vision_timesteps)$")
-MASK = re.compile(r"(^|_)(mask|masks)$|^encoder_mask$")
-TEXT_STATES = re.compile(r"^(encoder_hidden_states(_\w+)?|text_hidden_states|cap_feats|text_bth|prompt_embeds|"
+# a text mask, also one per text encoder (`text_embedding_mask_t5`, `encoder_attention_mask_2`)
+MASK = re.compile(r"(^|_)(mask|masks)(_t5|_\d)?$|^encoder_mask$")
+TEXT_STATES = re.compile(r"^(encoder_hidden_states(_(?!\w*mask)\w+)?|text_hidden_states|cap_feats|text_bth|prompt_embeds|"
                          r"context|clip_text|hidden_states_1|source_hidden_states|lyric_hidden_states)$")
 POOLED = re.compile(r"^(pooled_projections|pooled_embeds|pooled_text_emb|clip_text_pooled|global_hidden_states|"
                     r"image_embeds|image_embeddings|proj_embedding|clip_img)$")
@@ -137,8 +139,8 @@ def build_choices(name: str, model: Any, config: dict[str, Any], g: Geometry, mo
         return [_randn((g.batch, sum(parts), g.side * factor, g.side * factor), s)]
     if name == "condition_mask":
         return [torch.ones(g.batch, 1, g.frames, g.side, g.side), torch.ones(g.batch, 1, g.side, g.side)]
-    if name == "controlnet_mode":
-        return [[None, None] if _is_multi(model) else None]
+    if name == "controlnet_mode":  # a pipeline passes -1 per sample for each non-union ControlNet of several
+        return [[torch.full((g.batch,), -1, dtype=torch.long)] * 2 if _is_multi(model) else None]
     if name in ("text_lens", "text_lengths"):
         return [torch.full((g.batch,), g.text_length, dtype=torch.long)]
     if name == "scale":
@@ -151,8 +153,12 @@ def build_choices(name: str, model: Any, config: dict[str, Any], g: Geometry, mo
         return [torch.full((g.batch,), 3.5)] if config.get("guidance_embeds", True) else [SKIPPED]
     if TEXT_STATES.match(name):
         width_key = name.removeprefix("encoder_hidden_states_")
-        own = first_int(config, (f"cross_attention_dim_{width_key}", f"text_embed_dim_{width_key}",
-                                 f"{width_key}_dim"))
+        own_keys = (f"cross_attention_dim_{width_key}", f"text_embed_dim_{width_key}", f"text_embed_{width_key}_dim",
+                    f"{width_key}_dim")
+        own = first_int(config, own_keys)
+        if own is None and params[name].default is not inspect.Parameter.empty \
+                and any(key in config and config[key] is None for key in own_keys):
+            return [SKIPPED]  # a second text encoder the config leaves out: the model has no projection for it
         return [_randn((g.batch, g.text_length, w), s) for w in ([own] if own else widths)]
     if POOLED.match(name):
         width = first_int(config, POOLED_WIDTH_KEYS) or widths[0]

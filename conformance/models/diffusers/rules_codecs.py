@@ -1,15 +1,16 @@
 """Input rules of the autoencoders, audio models and conditioning encoders whose forwards take
 model-specific structures no generic rule reaches.
 
-`codec_choices` is consulted before the generic rules (`rules.py`) and the docstring shapes
-(`docshapes.py`): a parameter one of these rules names gets only its options (None leaves it to
-the others). Each rule reads its sizes off the tiny model's config, never a checkpoint's numbers,
-and says where the shapes come from (the pipeline that calls the class, or its docstring).
+`CODEC_INPUTS` joins the per-class entries of `rules_transformers.class_inputs`: a parameter an
+entry names takes that value, before the docstring shapes (`docshapes.py`) and the generic rules
+(`rules.py`). Most rules here name one parameter at a time (`PARAMETER_RULES`), so one rule serves
+a codec's encode and decode alike. Each rule reads its sizes off the tiny model's config, never a
+checkpoint's numbers, and says where the shapes come from (the pipeline that calls the class).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from conformance.models.diffusers.geometry import first_int
 
@@ -29,26 +30,25 @@ def waveform_length(config: dict[str, Any], side: int) -> int:
     return max(side * side, 2 * n_fft, 16 * hop)
 
 
-def codec_choices(name: str, model: Any, config: dict[str, Any], g: Any, modality: str, seed: int,
-                  params: dict[str, Any]) -> list[Any] | None:
-    """Options for `name` of `model`'s forward (or encode/decode), or None to leave it to the
-    generic rules."""
-    if type(model).__name__ == "MultiAdapter":
-        return _adapter_images(name, model, g, seed)
-    rule = CLASS_RULES.get(type(model).__name__)
-    if rule is None:
-        return None
-    return rule(name, config, g, seed)
-
-
-def _adapter_images(name: str, model: Any, g: Any, seed: int) -> list[Any] | None:
+def _adapter_images(c: Any) -> dict[str, Any]:
     """MultiAdapter zips its input with its adapters: the adapter pipeline passes one control image
     per adapter, each at pixel size (the latent side x the adapter's downscale factor)."""
-    if name != "xs":
-        return None
-    images = [_randn((g.batch, a.config["in_channels"], g.side * a.config["downscale_factor"],
-                      g.side * a.config["downscale_factor"]), seed, f"{name}{i}") for i, a in enumerate(model.adapters)]
-    return [images]
+    g = c.g
+    return {"xs": [c.randn(f"xs{i}", g.batch, a.config["in_channels"], g.side * a.config["downscale_factor"],
+                           g.side * a.config["downscale_factor"]) for i, a in enumerate(c.model.adapters)]}
+
+
+def _per_parameter(rule: Callable[[str, dict[str, Any], Any, int], list[Any] | None]) -> Callable[[Any], dict[str, Any]]:
+    """A rule that names one parameter at a time, as a `rules_transformers.Context` entry: every
+    parameter of the called function (forward, encode or decode) the rule names."""
+    def inputs(c: Any) -> dict[str, Any]:
+        found = {}
+        for name in c.params:
+            options = rule(name, c.config, c.g, c.seed)
+            if options is not None:
+                found[name] = options[0]
+        return found
+    return inputs
 
 
 def _t5_film_decoder(name: str, config: dict[str, Any], g: Any, seed: int) -> list[Any] | None:
@@ -262,7 +262,7 @@ def _protein_denoiser(name: str, config: dict[str, Any], g: Any, seed: int) -> l
     return None
 
 
-CLASS_RULES: dict[str, Any] = {
+PARAMETER_RULES: dict[str, Callable[[str, dict[str, Any], Any, int], list[Any] | None]] = {
     "RFD4ProteinaTransformer": _protein_denoiser,
     "RFD4ProteinaAutoencoder": _protein_structure,
     "LTX2VideoDiffusionDecoderModel": _latent_video,
@@ -279,4 +279,9 @@ CLASS_RULES: dict[str, Any] = {
     "AceStepConditionEncoder": _ace_step_condition_encoder,
     "AceStepTransformer1DModel": _ace_step_transformer,
     "ReduxImageEncoder": _redux_image_encoder,
+}
+
+CODEC_INPUTS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    **{name: _per_parameter(rule) for name, rule in PARAMETER_RULES.items()},
+    "MultiAdapter": _adapter_images,
 }

@@ -131,9 +131,9 @@ def _rope_axes(axes: Any, head_dim: int) -> Any:
     return type(axes)(scaled)
 
 
-def _inner_width(values: dict[str, Any]) -> int | None:
-    heads = values.get("num_attention_heads")
-    head_dim = values.get("attention_head_dim")
+def _inner_width(values: dict[str, Any], prefix: str = "") -> int | None:
+    heads = values.get(f"{prefix}num_attention_heads")
+    head_dim = values.get(f"{prefix}attention_head_dim")
     if _is_int(heads) and _is_int(head_dim):
         return heads * head_dim
     return None
@@ -174,6 +174,10 @@ def shrink(values: dict[str, Any]) -> dict[str, Any]:
         heads = next((k for k in MODEL_HEADS if _is_int(values.get(k))), None)
         if values.get(key, 0) is None and heads is not None:
             out[key] = min(values[heads], HEADS)  # plain multi-head attention
+    vocab = out.get("vocab_size")
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if vocab and _is_int(values.get(key)) and values[key] >= vocab:
+            out[key] = vocab - 1  # a special token id stays inside the shrunk vocabulary (OmniGen's padding)
     out = {k: v for k, v in out.items() if v != values.get(k)}
     _model_width_follows_heads(values, out)
     _follow_inner_width(values, out)
@@ -230,15 +234,21 @@ def _layer_indices_follow_layers(values: dict[str, Any], out: dict[str, Any]) ->
 
 
 def _follow_inner_width(values: dict[str, Any], out: dict[str, Any]) -> None:
-    """Widths equal to the attention width (heads x head dim) take the new attention width."""
-    old = _inner_width(values)
-    new = _inner_width({**values, **out})
-    if old is None or new is None or old == new:
-        return
-    for key, value in values.items():
-        if _is_int(value) and value == old and key not in ("num_attention_heads", "attention_head_dim") \
-                and WIDTH.search(key) and not KEPT.match(key):
-            out[key] = new
+    """Widths equal to the attention width (heads x head dim) take the new attention width; so do the
+    widths of a second stream that has its own heads (LTX-2's `audio_num_attention_heads` and
+    `audio_attention_head_dim`: the `audio_` widths equal to the old audio attention width)."""
+    prefixes = [""] + [key.removesuffix("num_attention_heads") for key in values
+                       if key.endswith("_num_attention_heads") and f"{key.removesuffix('num_attention_heads')}"
+                       f"attention_head_dim" in values]
+    for prefix in prefixes:
+        old = _inner_width(values, prefix)
+        new = _inner_width({**values, **out}, prefix)
+        if old is None or new is None or old == new:
+            continue
+        for key, value in values.items():
+            if _is_int(value) and value == old and key.startswith(prefix) and WIDTH.search(key) \
+                    and not KEPT.match(key) and key not in (f"{prefix}num_attention_heads", f"{prefix}attention_head_dim"):
+                out[key] = new
 
 
 def _rope_follows_head_width(values: dict[str, Any], out: dict[str, Any]) -> None:

@@ -148,6 +148,7 @@ def build_model(entry: DiffusersEntry, seed: int = 0) -> Any:
 def _instantiate(cls: type, seed: int) -> Any:
     import torch
 
+    from conformance.models.diffusers.overrides import WRAPPED_MODELS
     from conformance.models.diffusers.shrink import default_config
 
     kwargs = tiny_config(cls)
@@ -157,11 +158,25 @@ def _instantiate(cls: type, seed: int) -> Any:
         if wrapped is None:
             raise BuildError(f"config: the constructor requires {key!r}, which has no default")
         parts = []
-        for index in range(WRAPPED_COUNT):
+        for index in range(WRAPPED_MODELS.get(cls.__name__, WRAPPED_COUNT)):
             torch.manual_seed(seed + index)
             parts.append(wrapped(**tiny_config(wrapped)))
         kwargs[key] = parts
-    return cls(**kwargs)
+    return _with_companion(cls(**kwargs), seed)
+
+
+def _with_companion(model: Any, seed: int) -> Any:
+    """`model` with the modules it shares with its companion model attached (overrides.COMPANIONS)."""
+    import torch
+
+    from conformance.models.diffusers.overrides import COMPANIONS
+
+    if type(model).__name__ not in COMPANIONS:
+        return model
+    companion_name, attach = COMPANIONS[type(model).__name__]
+    companion_cls = model_classes()[companion_name]
+    torch.manual_seed(seed + 1)
+    return getattr(type(model), attach)(model, companion_cls(**tiny_config(companion_cls)))
 
 
 def _wrapped_class(cls: type) -> type | None:
