@@ -75,12 +75,10 @@ def run_check(item: WorkItem, rctx: RankContext) -> Result:
 
 def open_rank(place: RankPlace, store: Any, config: RunConfig, ranks_on_host: int) -> RankContext:
     """Initialise the backend in this process and join the world on `store` as `place.rank`."""
-    import torch
-
-    from conformance.engine.worker import init_worker
+    from conformance.engine.worker import init_worker, share_cores
 
     log = ItemLog()  # torch's C++ warnings, DTensor's and the process group's go to the item, not the terminal
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ranks_on_host)))
+    share_cores(ranks_on_host)
     adapter = init_worker(config.with_(device=place.device)).adapter
     # Collectives must not time out before the parent's per-item limit does.
     cpu_group = join_world(adapter, store, place, timeout_s=2 * config.timeout_s + 60)

@@ -30,6 +30,14 @@ def init_worker(config: RunConfig) -> WorkerContext:
     return WorkerContext(config=config, adapter=adapter)
 
 
+def share_cores(processes: int) -> None:
+    """Give torch this process's share of the cores: N processes with every core each would
+    oversubscribe the CPU (OpenMP spin-waits), which made a census class 50x slower at -j 2."""
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, processes)))
+
+
 def _no_cross_process_bar_lock() -> None:
     """tqdm, which torch.fx's interpreter draws in compile mode, makes a multiprocessing RLock on
     first use: a named semaphore that a worker killed at the end of a run never unlinks, so the
@@ -118,10 +126,7 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
             return
         _, config, suites = message
     try:
-        import torch
-
-        # N workers with every core each would oversubscribe the CPU (OpenMP spin-waits).
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, config.jobs)))
+        share_cores(config.jobs)
         ctx = init_worker(config)
         prepare_suites(ctx, suites)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which stops the run

@@ -92,10 +92,14 @@ def entries_of(library: str) -> dict:
     return zoo.pairs()
 
 
-def _worker(subjects: Sequence[str], out, checker: Callable = check_pair, library: str = "transformers") -> None:
+def _worker(subjects: Sequence[str], out, checker: Callable = check_pair, library: str = "transformers",
+            jobs: int = 1) -> None:
     import transformers
 
+    from conformance.engine.worker import share_cores
+
     die_with_parent()  # a worker stuck in a model's forward must not outlive a killed census
+    share_cores(jobs)
     transformers.logging.set_verbosity_error()
     if library == "diffusers":
         from conformance.models.diffusers.zoo import quiet
@@ -137,7 +141,7 @@ def census(subjects: Sequence[str], jobs: int = 1, batch: int = BATCH, timeout_s
             on_pair(status)
 
     def launch(todo: list[str]) -> None:
-        process = mp.Process(target=_relay, args=(todo, results, checker, library), daemon=True)
+        process = mp.Process(target=_relay, args=(todo, results, checker, library, jobs), daemon=True)
         process.start()
         running[process.pid] = _Running(process, list(todo))
 
@@ -186,7 +190,7 @@ def _stop(job: _Running, pid: int, running, found, record, timeout_s, overdue, p
         pending.insert(0, rest)
 
 
-def _relay(subjects: Sequence[str], results, checker: Callable, library: str) -> None:
+def _relay(subjects: Sequence[str], results, checker: Callable, library: str, jobs: int) -> None:
     """Run the worker, tagging each message with this process id for the parent's one queue."""
     import os
 
@@ -194,7 +198,7 @@ def _relay(subjects: Sequence[str], results, checker: Callable, library: str) ->
         def put(self, message):
             results.put((os.getpid(), *message))
 
-    _worker(subjects, _Tagged(), checker, library)
+    _worker(subjects, _Tagged(), checker, library, jobs)
 
 
 def aten_coverage(statuses: dict[str, PairStatus]) -> tuple[set[str], dict[str, set[str]]]:
