@@ -8,9 +8,8 @@ fresh folder (tests/docs/doc_examples.py holds the convention and the runner). B
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,10 @@ from doc_examples import (  # noqa: E402
     examples_in,
     missing_keys,
     output_matches,
+    page_folder,
     parse_markers,
     run_example,
+    seed_database,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,19 +39,8 @@ PAGES = [p for p in doc_pages(ROOT) if examples_in(p, ROOT)]
 @pytest.fixture(scope="session")
 def seeded_db(tmp_path_factory) -> Path:
     """A results database holding one small sim run, for examples that read runs."""
-    folder = tmp_path_factory.mktemp("seed")
     env = example_env(dict(os.environ), str(Path(sys.executable).parent))
-    subprocess.run(["neuron-check", "ops", "--device", "sim", "--ops", "add,mul", "--dtype", "fp32"],
-                   cwd=folder, env=env, check=True, capture_output=True, timeout=300)
-    return folder
-
-
-def _page_folder(tmp_path: Path, seed: Path) -> Path:
-    folder = tmp_path / "page"
-    shutil.copytree(ROOT / "examples", folder / "examples", ignore=shutil.ignore_patterns("__pycache__"))
-    for db_file in seed.glob("neuron-check.db*"):  # the database and any journal beside it
-        shutil.copy2(db_file, folder / db_file.name)
-    return folder
+    return seed_database(tmp_path_factory.mktemp("seed"), env)
 
 
 @pytest.mark.timeout(3600 if RUN_SLOW else 300)
@@ -60,7 +50,7 @@ def test_page_examples_run(page: Path, tmp_path: Path, seeded_db: Path):
     runnable = [e for e in examples if not e.skip and (RUN_SLOW or not e.slow)]
     if not runnable:
         pytest.skip("every example on this page is marked skip or slow")
-    folder = _page_folder(tmp_path, seeded_db)
+    folder = page_folder(tmp_path / "page", ROOT, seeded_db)
     env = example_env(dict(os.environ), str(Path(sys.executable).parent))
     failures = []
     for example in runnable:
@@ -139,3 +129,23 @@ def test_shown_json_must_hold_only_keys_the_command_prints():
     assert missing_keys(shown, actual) == ["results[0].claimed"]
     assert missing_keys({"run": {"id": 3}}, actual) == []
     assert missing_keys({"results": [{"aten_ops": {"aten.mul.Tensor": 12}}]}, {"results": [{"aten_ops": {}}]}) == []
+
+
+def test_an_example_past_its_time_limit_is_stopped_with_every_process_it_started(tmp_path):
+    env = example_env(dict(os.environ), str(Path(sys.executable).parent))
+    # the block's own child, as a neuron-check worker would be: bash alone dying would leave it running
+    outcome = run_example(Example("p.md", 1, "bash", "sleep 120 & echo $! > child.pid\nwait"), tmp_path, env, 2)
+    assert not outcome.ok and "still running after 2 s" in outcome.detail
+    child = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), f"process {child} of the stopped example is still running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
