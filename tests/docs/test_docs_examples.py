@@ -43,7 +43,7 @@ def seeded_db(tmp_path_factory) -> Path:
     return seed_database(tmp_path_factory.mktemp("seed"), env)
 
 
-@pytest.mark.timeout(3600 if RUN_SLOW else 300)
+@pytest.mark.timeout(3600 if RUN_SLOW else 600)
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
 def test_page_examples_run(page: Path, tmp_path: Path, seeded_db: Path):
     examples = examples_in(page, ROOT)
