@@ -291,12 +291,15 @@ def missing_keys(shown, actual, where: str = "") -> list[str]:
 
 
 def example_env(base: dict[str, str], bin_dir: str) -> dict[str, str]:
-    """The environment examples run in: the test's, with this interpreter's scripts first on PATH
-    and no terminal colours or widths that would change what a command prints."""
+    """The environment examples run in: the test's, with this interpreter's scripts first on PATH,
+    no terminal colours or widths that would change what a command prints, no Ray memory monitor."""
     env = dict(base)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.pop("NEURON_CHECK_DB", None)
     env["COLUMNS"] = "200"
+    # Ray's memory monitor kills actors when the whole machine (shared with other jobs) is nearly
+    # full; that tests the machine, not the example (as in tests/conformance/test_engine_ray_cluster.py).
+    env["RAY_memory_monitor_refresh_ms"] = "0"
     return env
 
 

@@ -1,7 +1,8 @@
 """Every `neuron-check` example of the README and of docs/*.md runs and does what the page says.
 
 One test per page (`-k porting` picks a page): its example blocks run in document order in a
-fresh folder (tests/docs/doc_examples.py holds the convention and the runner). Blocks marked
+fresh folder (tests/docs/doc_examples.py holds the convention and the runner); two pages run at
+once. Blocks marked
 `skip` never run; blocks marked `slow` run only with NEURON_CHECK_DOCS_SLOW=1.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,7 @@ from doc_examples import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_SLOW = os.environ.get("NEURON_CHECK_DOCS_SLOW") == "1"
+PAGE_WORKERS = min(2, os.cpu_count() or 1)  # pages run at once (see page_runs)
 TIMEOUT_S = 600 if RUN_SLOW else 90
 PAGES = [p for p in doc_pages(ROOT) if examples_in(p, ROOT)]
 
@@ -43,21 +46,45 @@ def seeded_db(tmp_path_factory) -> Path:
     return seed_database(tmp_path_factory.mktemp("seed"), env)
 
 
-@pytest.mark.timeout(3600 if RUN_SLOW else 600)
-@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
-def test_page_examples_run(page: Path, tmp_path: Path, seeded_db: Path):
-    examples = examples_in(page, ROOT)
-    runnable = [e for e in examples if not e.skip and (RUN_SLOW or not e.slow)]
-    if not runnable:
-        pytest.skip("every example on this page is marked skip or slow")
-    folder = page_folder(tmp_path / "page", ROOT, seeded_db)
+def _run_page(page: Path, folder: Path, seed: Path) -> tuple[list[str], list[str]]:
+    """Every runnable example of `page`, in document order, in `folder`: (lines to print, failures)."""
+    runnable = [e for e in examples_in(page, ROOT) if not e.skip and (RUN_SLOW or not e.slow)]
+    page_folder(folder, ROOT, seed)
     env = example_env(dict(os.environ), str(Path(sys.executable).parent))
-    failures = []
+    shown, failures = [], []
     for example in runnable:
         outcome = run_example(example, folder, env, TIMEOUT_S)
-        print(f"{example.where}: {'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.1f} s")
+        shown.append(f"{example.where}: {'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.1f} s")
         if not outcome.ok:
             failures.append(f"{example.where} ({example.language} block):\n{outcome.detail}")
+    return shown, failures
+
+
+@pytest.fixture(scope="session")
+def page_runs(request, tmp_path_factory, seeded_db: Path):
+    """The selected pages' examples, PAGE_WORKERS pages at a time from the first page test on:
+    {page: future of _run_page}. A page's commands mostly keep one core busy (a parent, then one
+    worker, or a wait), and pages share nothing but the seed they copy, so two pages at once
+    use the second core; each page still runs its blocks in order in a folder of its own."""
+    pages = [item.callspec.params["page"] for item in request.session.items
+             if getattr(item, "originalname", None) == "test_page_examples_run"]
+    runnable = [page for page in pages if any(not e.skip and (RUN_SLOW or not e.slow) for e in examples_in(page, ROOT))]
+    with ThreadPoolExecutor(max_workers=PAGE_WORKERS) as pool:
+        futures = {page: pool.submit(_run_page, page, tmp_path_factory.mktemp("page"), seeded_db) for page in runnable}
+        try:
+            yield futures
+        finally:
+            for future in futures.values():
+                future.cancel()
+
+
+@pytest.mark.timeout(3600 if RUN_SLOW else 900)
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_page_examples_run(page: Path, page_runs):
+    if page not in page_runs:
+        pytest.skip("every example on this page is marked skip or slow")
+    shown, failures = page_runs[page].result()
+    print("\n".join(shown))
     assert not failures, "\n\n".join(failures)
 
 
