@@ -1,8 +1,11 @@
-"""The Ray executor on a local 2-CPU Ray instance with the sim device: the same statuses as
-the local pool for one faulty plan (stored through run_items as they finish), a crash
-contained to its item, a hang cut off as TIMEOUT.
+"""The Ray executor on a local 2-CPU Ray instance with the sim device: the local pool's statuses
+for one faulty plan (stored through run_items as they finish), a crash contained to its item, a
+hang cut off as TIMEOUT.
 
-Ray starts once for the module (it is slow to start); every run reuses it.
+Ray starts once for the module (it is slow to start). The local pool's statuses are EXPECTED:
+tests/conformance/test_engine.py runs a crash and a hang through it, test_engine_ray_cluster.py a
+scale fault, a raise and an unsupported op (compared item by item with Ray's), test_opinfo.py a
+fallback op; running this plan through the pool here too proved nothing more, at a 5 s hang.
 """
 
 from __future__ import annotations
@@ -57,30 +60,24 @@ def ray_instance():
 
 @pytest.fixture(scope="module")
 def fault_runs(ray_instance, tmp_path_factory):
-    """The faulty plan run once by each executor through run_items into a store:
-    {executor: {op name: Result}}, plus "ray-run", the stored run row of the Ray run."""
+    """The faulty plan run by the Ray executor through run_items into a store:
+    {"ray": {op name: Result}}, plus "ray-run", the stored run row of the Ray run."""
     folder = tmp_path_factory.mktemp("ray")
     profile = folder / "faults.json"
     profile.write_text(json.dumps(FAULTS))
     items = plan_command("ops", OpsOptions(ops=tuple(EXPECTED), dtypes=("float32",)))
     assert {item.subject for item in items} == set(EXPECTED)
-    runs = {}
     with Store.open(folder / "runs.db") as store:
-        for executor in ("local", "ray"):
-            config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=HANG_LIMIT_S, suite_options=OpsOptions(max_samples=2),
-                               sim_profile=str(profile), executor=executor)
-            run_id = store.create_run(backend="sim", device="sim", options={"executor": executor})
-            summary = run_items(items, config, store, run_id, progress=False)
-            results = store.results(run_id)
-            assert summary.done == len(results) == len(items), f"{executor}: one stored result per item"
-            runs[executor] = {r.subject: r for r in results}
-            runs[f"{executor}-run"] = store.run(run_id)
-    return runs
-
+        config = RunConfig(backend="sim", device="sim", jobs=2, timeout_s=HANG_LIMIT_S, suite_options=OpsOptions(max_samples=2),
+                           sim_profile=str(profile), executor="ray")
+        run_id = store.create_run(backend="sim", device="sim", options={"executor": "ray"})
+        summary = run_items(items, config, store, run_id, progress=False)
+        results = store.results(run_id)
+        assert summary.done == len(results) == len(items), "one stored result per item"
+        return {"ray": {r.subject: r for r in results}, "ray-run": store.run(run_id)}
 
 def test_ray_gives_the_local_statuses(fault_runs):
     assert {op: r.status for op, r in fault_runs["ray"].items()} == EXPECTED
-    assert {op: r.status for op, r in fault_runs["local"].items()} == EXPECTED
     assert fault_runs["ray-run"]["status"] == "finished"
 
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -201,11 +203,25 @@ def run_example(example: Example, cwd: Path, env: dict[str, str], timeout_s: flo
 LAST = "__doc_example_last_command__"
 
 
+def _shell(script: str, cwd: Path, env: dict[str, str], timeout_s: float,
+           stderr: int = subprocess.PIPE) -> subprocess.CompletedProcess:
+    """bash -c SCRIPT in a session of its own: at the timeout its whole process group is killed,
+    the command's workers with it (subprocess.run would kill bash alone and leave them running)."""
+    with subprocess.Popen(["bash", "-c", script], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr,
+                          text=True, start_new_session=True) as process:
+        try:
+            stdout, errors = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, errors)
+
+
 def _run_bash(example: Example, cwd: Path, env: dict[str, str], timeout_s: float) -> tuple[bool, str]:
     commands = _bash_commands(example.text)
     script = ["set -e -o pipefail", *commands[:-1], "set +e", f"echo {LAST} >&2", commands[-1]]
-    done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout_s)
+    done = _shell("\n".join(script), cwd, env, timeout_s)
     reached_last = LAST in done.stderr
     ok = reached_last and done.returncode == example.exit
     if ok:
@@ -234,8 +250,7 @@ def _run_console(example: Example, cwd: Path, env: dict[str, str], timeout_s: fl
     steps = console_steps(example.text)
     for number, step in enumerate(steps):
         wanted = example.exit if number == len(steps) - 1 else 0
-        done = subprocess.run(["bash", "-c", step.command], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=timeout_s)
+        done = _shell(step.command, cwd, env, timeout_s, stderr=subprocess.STDOUT)
         if done.returncode != wanted:
             return False, f"$ {step.command}\nexited {done.returncode}, expected {wanted}; printed:\n{done.stdout[-3000:]}"
         if not output_matches(step.expected, done.stdout):
@@ -249,8 +264,7 @@ def _run_json(example: Example, cwd: Path, env: dict[str, str], timeout_s: float
     be in the real output at the same place (`"...": "..."` and list items after the first elided)."""
     import json
 
-    done = subprocess.run(["bash", "-c", example.shows], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout_s)
+    done = _shell(example.shows, cwd, env, timeout_s)
     if done.returncode != 0:
         return False, f"$ {example.shows}\nexited {done.returncode}:\n{done.stderr[-3000:]}"
     missing = missing_keys(json.loads(example.text), json.loads(done.stdout))
@@ -277,10 +291,28 @@ def missing_keys(shown, actual, where: str = "") -> list[str]:
 
 
 def example_env(base: dict[str, str], bin_dir: str) -> dict[str, str]:
-    """The environment examples run in: the test's, with this interpreter's scripts first on PATH
-    and no terminal colours or widths that would change what a command prints."""
+    """The environment examples run in: the test's, with this interpreter's scripts first on PATH,
+    no terminal colours or widths that would change what a command prints, no Ray memory monitor."""
     env = dict(base)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.pop("NEURON_CHECK_DB", None)
     env["COLUMNS"] = "200"
+    # Ray's memory monitor kills actors when the whole machine (shared with other jobs) is nearly
+    # full; that tests the machine, not the example (as in tests/conformance/test_engine_ray_cluster.py).
+    env["RAY_memory_monitor_refresh_ms"] = "0"
     return env
+
+
+def seed_database(folder: Path, env: dict[str, str]) -> Path:
+    """A results database in `folder` holding one small sim run, for examples that read runs."""
+    subprocess.run(["neuron-check", "ops", "--device", "sim", "--ops", "add,mul", "--dtype", "fp32"],
+                   cwd=folder, env=env, check=True, capture_output=True, timeout=300)
+    return folder
+
+
+def page_folder(folder: Path, root: Path, seed: Path) -> Path:
+    """A fresh folder for one page's examples: a copy of `examples/` and of the seeded database."""
+    shutil.copytree(root / "examples", folder / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    for db_file in seed.glob("neuron-check.db*"):  # the database and any journal beside it
+        shutil.copy2(db_file, folder / db_file.name)
+    return folder

@@ -1,16 +1,17 @@
 """Every `neuron-check` example of the README and of docs/*.md runs and does what the page says.
 
 One test per page (`-k porting` picks a page): its example blocks run in document order in a
-fresh folder (tests/docs/doc_examples.py holds the convention and the runner). Blocks marked
+fresh folder (tests/docs/doc_examples.py holds the convention and the runner); two pages run at
+once. Blocks marked
 `skip` never run; blocks marked `slow` run only with NEURON_CHECK_DOCS_SLOW=1.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,12 +26,15 @@ from doc_examples import (  # noqa: E402
     examples_in,
     missing_keys,
     output_matches,
+    page_folder,
     parse_markers,
     run_example,
+    seed_database,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_SLOW = os.environ.get("NEURON_CHECK_DOCS_SLOW") == "1"
+PAGE_WORKERS = min(2, os.cpu_count() or 1)  # pages run at once (see page_runs)
 TIMEOUT_S = 600 if RUN_SLOW else 90
 PAGES = [p for p in doc_pages(ROOT) if examples_in(p, ROOT)]
 
@@ -38,36 +42,49 @@ PAGES = [p for p in doc_pages(ROOT) if examples_in(p, ROOT)]
 @pytest.fixture(scope="session")
 def seeded_db(tmp_path_factory) -> Path:
     """A results database holding one small sim run, for examples that read runs."""
-    folder = tmp_path_factory.mktemp("seed")
     env = example_env(dict(os.environ), str(Path(sys.executable).parent))
-    subprocess.run(["neuron-check", "ops", "--device", "sim", "--ops", "add,mul", "--dtype", "fp32"],
-                   cwd=folder, env=env, check=True, capture_output=True, timeout=300)
-    return folder
+    return seed_database(tmp_path_factory.mktemp("seed"), env)
 
 
-def _page_folder(tmp_path: Path, seed: Path) -> Path:
-    folder = tmp_path / "page"
-    shutil.copytree(ROOT / "examples", folder / "examples", ignore=shutil.ignore_patterns("__pycache__"))
-    for db_file in seed.glob("neuron-check.db*"):  # the database and any journal beside it
-        shutil.copy2(db_file, folder / db_file.name)
-    return folder
-
-
-@pytest.mark.timeout(3600 if RUN_SLOW else 300)
-@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
-def test_page_examples_run(page: Path, tmp_path: Path, seeded_db: Path):
-    examples = examples_in(page, ROOT)
-    runnable = [e for e in examples if not e.skip and (RUN_SLOW or not e.slow)]
-    if not runnable:
-        pytest.skip("every example on this page is marked skip or slow")
-    folder = _page_folder(tmp_path, seeded_db)
+def _run_page(page: Path, folder: Path, seed: Path) -> tuple[list[str], list[str]]:
+    """Every runnable example of `page`, in document order, in `folder`: (lines to print, failures)."""
+    runnable = [e for e in examples_in(page, ROOT) if not e.skip and (RUN_SLOW or not e.slow)]
+    page_folder(folder, ROOT, seed)
     env = example_env(dict(os.environ), str(Path(sys.executable).parent))
-    failures = []
+    shown, failures = [], []
     for example in runnable:
         outcome = run_example(example, folder, env, TIMEOUT_S)
-        print(f"{example.where}: {'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.1f} s")
+        shown.append(f"{example.where}: {'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.1f} s")
         if not outcome.ok:
             failures.append(f"{example.where} ({example.language} block):\n{outcome.detail}")
+    return shown, failures
+
+
+@pytest.fixture(scope="session")
+def page_runs(request, tmp_path_factory, seeded_db: Path):
+    """The selected pages' examples, PAGE_WORKERS pages at a time from the first page test on:
+    {page: future of _run_page}. A page's commands mostly keep one core busy (a parent, then one
+    worker, or a wait), and pages share nothing but the seed they copy, so two pages at once
+    use the second core; each page still runs its blocks in order in a folder of its own."""
+    pages = [item.callspec.params["page"] for item in request.session.items
+             if getattr(item, "originalname", None) == "test_page_examples_run"]
+    runnable = [page for page in pages if any(not e.skip and (RUN_SLOW or not e.slow) for e in examples_in(page, ROOT))]
+    with ThreadPoolExecutor(max_workers=PAGE_WORKERS) as pool:
+        futures = {page: pool.submit(_run_page, page, tmp_path_factory.mktemp("page"), seeded_db) for page in runnable}
+        try:
+            yield futures
+        finally:
+            for future in futures.values():
+                future.cancel()
+
+
+@pytest.mark.timeout(3600 if RUN_SLOW else 900)
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_page_examples_run(page: Path, page_runs):
+    if page not in page_runs:
+        pytest.skip("every example on this page is marked skip or slow")
+    shown, failures = page_runs[page].result()
+    print("\n".join(shown))
     assert not failures, "\n\n".join(failures)
 
 
@@ -139,3 +156,23 @@ def test_shown_json_must_hold_only_keys_the_command_prints():
     assert missing_keys(shown, actual) == ["results[0].claimed"]
     assert missing_keys({"run": {"id": 3}}, actual) == []
     assert missing_keys({"results": [{"aten_ops": {"aten.mul.Tensor": 12}}]}, {"results": [{"aten_ops": {}}]}) == []
+
+
+def test_an_example_past_its_time_limit_is_stopped_with_every_process_it_started(tmp_path):
+    env = example_env(dict(os.environ), str(Path(sys.executable).parent))
+    # the block's own child, as a neuron-check worker would be: bash alone dying would leave it running
+    outcome = run_example(Example("p.md", 1, "bash", "sleep 120 & echo $! > child.pid\nwait"), tmp_path, env, 2)
+    assert not outcome.ok and "still running after 2 s" in outcome.detail
+    child = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), f"process {child} of the stopped example is still running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
