@@ -63,24 +63,27 @@ def run_item(item: WorkItem, ctx) -> Result:
     if not ctx.adapter.dtype_supported(item.dtype):
         return result_for(item, Missing(f"the {ctx.adapter.name} backend does not support {item.dtype}."))
     seed = ctx.config.seed
-    made = _diffusers_item(item, seed) if is_diffusers(item.subject) else _transformers_item(item, options, seed)
+    harness = ctx.harness_time.measure  # building, the CPU reference and the oracle: not the device's time
+    with harness():
+        made = _diffusers_item(item, seed) if is_diffusers(item.subject) else _transformers_item(item, options, seed)
     if isinstance(made, Result):
         return made
     base, inputs, run, extra = made
     dtype = getattr(torch, item.dtype)
-    try:
-        ref_model = _copy(base, "cpu", dtype)
-        ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
-    except _RefFailure as exc:
-        return result_for(item, ReferenceFailed(f"CPU reference failed: {exc}"), extra={**extra, "stage": "reference"})
-    hi_model = hi_out = None
-    if item.variant != "generate" and dtype != torch.float64:
+    with harness():
         try:
-            hi_model = _oracle_copy(base)
-            hi_out = _on_cpu(run, hi_model, inputs, torch.float64, seed)
-        except _RefFailure as exc:  # the rule falls back to allclose against the CPU alone
-            hi_model = None
-            extra["oracle"] = shorten(f"float64 oracle unavailable: {exc}", 300)
+            ref_model = _copy(base, "cpu", dtype)
+            ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
+        except _RefFailure as exc:
+            return result_for(item, ReferenceFailed(f"CPU reference failed: {exc}"), extra={**extra, "stage": "reference"})
+        hi_model = hi_out = None
+        if item.variant != "generate" and dtype != torch.float64:
+            try:
+                hi_model = _oracle_copy(base)
+                hi_out = _on_cpu(run, hi_model, inputs, torch.float64, seed)
+            except _RefFailure as exc:  # the rule falls back to allclose against the CPU alone
+                hi_model = None
+                extra["oracle"] = shorten(f"float64 oracle unavailable: {exc}", 300)
     device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed, forward=_forward_of(item, run))
     failure = device_run.execute()
     fields = {"aten_ops": dict(device_run.ops), "fallback_ops": sorted(device_run.fallbacks), "extra": extra,
