@@ -84,6 +84,10 @@ def run_item(item: WorkItem, ctx) -> Result:
             except _RefFailure as exc:  # the rule falls back to allclose against the CPU alone
                 hi_model = None
                 extra["oracle"] = shorten(f"float64 oracle unavailable: {exc}", 300)
+            if hi_out is not None and (broken := _nan_where_finite(hi_out, ref_out)) is not None:
+                hi_model, hi_out = None, _narrower_oracle(run, base, inputs, dtype, seed, ref_out)
+                extra["oracle"] = shorten(f"float64 oracle unusable: NaN at {broken}, where the CPU's result is "
+                                          f"finite; {'float32 oracle used' if hi_out is not None else 'none used'}", 300)
     device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed, forward=_forward_of(item, run))
     failure = device_run.execute()
     fields = {"aten_ops": dict(device_run.ops), "fallback_ops": sorted(device_run.fallbacks), "extra": extra,
@@ -191,6 +195,37 @@ def _oracle_copy(base):
         except Exception:  # noqa: BLE001 - models without experts refuse; nothing to change
             pass
     return model
+
+
+def _nan_where_finite(hi_out, ref_out) -> str | None:
+    """Where the oracle is NaN and the CPU's result finite (a model whose float64 run breaks down,
+    e.g. a mask value that is -inf in float64), the name of the first such output, else None."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    hi_leaves, _ = pytree.tree_flatten_with_path(hi_out)
+    ref_leaves, _ = pytree.tree_flatten_with_path(ref_out)
+    if len(hi_leaves) != len(ref_leaves):
+        return None
+    for (path, hi), (_, ref) in zip(hi_leaves, ref_leaves):
+        if (isinstance(hi, torch.Tensor) and isinstance(ref, torch.Tensor) and hi.is_floating_point()
+                and hi.shape == ref.shape and bool((hi.isnan() & ref.isfinite()).any())):
+            return pytree.keystr(path) or "the output"
+    return None
+
+
+def _narrower_oracle(run, base, inputs, dtype, seed, ref_out):
+    """A float32 run as the oracle of a 16-bit item whose float64 oracle broke down (float32 has
+    2^16 times bfloat16's precision), or None where it is no wider or breaks down too."""
+    import torch
+
+    if dtype.itemsize >= 4:
+        return None
+    try:
+        wide = _on_cpu(run, _copy(base, "cpu", torch.float32), inputs, torch.float32, seed)
+    except _RefFailure:
+        return None
+    return None if _nan_where_finite(wide, ref_out) is not None else wide
 
 
 def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:

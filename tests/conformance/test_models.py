@@ -206,3 +206,32 @@ def test_image_text_inputs_carry_one_token_per_vision_feature(model_type):
     tokens = (inputs["input_ids"] == image_token_id(model.config)).sum(dim=1)
     assert tokens.min() == tokens.max() > 0  # every sample holds one whole image
     assert out.logits.shape[:2] == inputs["input_ids"].shape
+
+
+def _oracle_with_nan(monkeypatch):
+    """The float64 oracle breaks down (a NaN loss) while the CPU's run stays finite."""
+    from conformance.models import runner
+
+    make_oracle = runner._oracle_copy
+
+    def broken(base):
+        model = make_oracle(base)
+        def nan_loss(module, args, out):
+            out.loss = out.loss * float("nan")  # NaN gradients follow
+            return out
+
+        model.register_forward_hook(nan_loss)
+        return model
+
+    monkeypatch.setattr(runner, "_oracle_copy", broken)
+
+
+def test_oracle_that_breaks_down_gives_way_to_a_float32_oracle(models_ctx, use_profile, monkeypatch):
+    _oracle_with_nan(monkeypatch)
+    healthy = run(models_ctx, "gpt2", variant="backward", dtype="bfloat16")
+    assert healthy.status is Status.PASS, healthy.message
+    assert healthy.extra["oracle"].startswith("float64 oracle unusable: NaN at ['loss']")
+    assert healthy.extra["oracle"].endswith("float32 oracle used")
+    use_profile({"name": "mm-scale", "faults": [{"op": "aten.mm.default", "dtype": "bfloat16", "kind": "scale",
+                                                 "value": 1.02}]})
+    assert run(models_ctx, "gpt2", variant="backward", dtype="bfloat16").status is Status.MISMATCH
