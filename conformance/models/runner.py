@@ -257,6 +257,8 @@ def run_backward(model, inputs):
     surrogate = loss is None
     if surrogate:
         loss = surrogate_loss(forward_outputs(out))
+    elif loss.ndim:  # one loss per sample or per term (DAC's): their sum, the same on CPU and device
+        loss = loss.sum()
     loss.backward()
     grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
     return {"loss": loss.detach(), "grads": grads, "surrogate": surrogate}

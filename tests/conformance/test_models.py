@@ -235,3 +235,23 @@ def test_oracle_that_breaks_down_gives_way_to_a_float32_oracle(models_ctx, use_p
     use_profile({"name": "mm-scale", "faults": [{"op": "aten.mm.default", "dtype": "bfloat16", "kind": "scale",
                                                  "value": 1.02}]})
     assert run(models_ctx, "gpt2", variant="backward", dtype="bfloat16").status is Status.MISMATCH
+
+
+def test_a_loss_that_is_not_a_scalar_is_differentiated_through_its_sum():
+    import types
+
+    import torch
+
+    from conformance.models import runner
+
+    class PerSampleLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+
+        def forward(self, x):
+            return types.SimpleNamespace(loss=(self.weight * x).sum(-1))
+
+    out = runner.run_backward(PerSampleLoss(), {"x": torch.tensor([[1.0, 1.0], [3.0, 5.0]])})
+    assert out["loss"].item() == 16.0 and not out["surrogate"]
+    assert out["grads"]["weight"].tolist() == [4.0, 6.0]
