@@ -105,6 +105,12 @@ def run_item(item: WorkItem, ctx) -> Result:
     if failure is not None:
         return result_for(item, failure, samples=1, failing_op=device_run.failing_op, **fields)
     comparison = _JUDGES[item.variant](device_run.output, ref_out, hi_out)
+    if not comparison.ok and item.variant in ("forward", "backward") and hi_out is not None:
+        from conformance.models.composite import against_composite
+
+        with harness():
+            comparison = against_composite(device_run, ref_out, hi_out, comparison, _JUDGES[item.variant])
+    device_run.calls = device_run.device_output = None  # the references held every intermediate tensor
     result = result_for(item, comparison, fallback=bool(device_run.fallbacks), samples=comparison.samples,
                         samples_passed=comparison.samples_passed, max_abs_err=comparison.max_abs_err,
                         max_rel_err=comparison.max_rel_err, err_ratio=comparison.err_ratio,
@@ -323,6 +329,8 @@ class _DeviceRun:
         self.random_ops: dict[str, int] = {}
         self.watch = None  # compile mode: the item's CompileWatch
         self.second_shape_recompiles: int | None = None  # --dynamic: recompiles at twice the batch
+        self.device_output = None  # eager: the output as the device holds it (rule 6 replays toward it)
+        self.calls: list = []  # eager: the device's aten calls, kept by reference
 
     def device_inputs(self):
         from conformance.models.inputs import cast_inputs
@@ -331,7 +339,7 @@ class _DeviceRun:
 
     def execute(self) -> BaseException | None:
         from conformance.models.randomness import RandomOnCpu, reseed
-        from conformance.oprecord import record_ops
+        from conformance.oprecord import OpRecorder
 
         adapter = self.ctx.adapter
         device_type = self.ctx.device_type
@@ -348,16 +356,20 @@ class _DeviceRun:
                             reseed(self.seed, adapter)
                             self.output = _to_cpu(self._run_compiled())
                         else:
-                            with record_ops(device_type) as recorder:
+                            # The calls are kept (by reference) for rule 6: the device's own op
+                            # sequence replayed on the CPU is the second reference of a MISMATCH.
+                            with OpRecorder(device_type, keep_calls="references") as recorder:
                                 self.model = _copy(self.base, self.ctx.device, self.dtype)
                                 reseed(self.seed, adapter)
-                                self.output = _to_cpu(self.run(self.model, self.device_inputs()))
+                                self.device_output = self.run(self.model, self.device_inputs())
+                                self.output = _to_cpu(self.device_output)
                         adapter.synchronize()
                 finally:
                     self.random_ops = randoms.ops
                     if recorder is not None:
                         self.ops = dict(recorder.ops)
                         self.failing_op = recorder.failing_op
+                        self.calls = recorder.calls
             self.fallbacks = sorted(tracker.ops)
         except Exception as exc:  # noqa: BLE001 - the device's failure is the result
             return exc
@@ -399,14 +411,14 @@ def _to_cpu(value):
 # -- judging ------------------------------------------------------------------------------------
 
 
-def judge_logits(dev, ref, hi) -> Comparison:
-    c = compare(dev, ref, hi)
+def judge_logits(dev, ref, hi, composite=None) -> Comparison:
+    c = compare(dev, ref, hi, composite=composite)
     if not c.ok:
         c.reason, c.where = f"logits: {c.reason}", "logits"
     return c
 
 
-def judge_grads(dev, ref, hi) -> Comparison:
+def judge_grads(dev, ref, hi, composite=None) -> Comparison:
     """Every gradient by name; the worst (first failing, else the highest error ratio) is reported."""
     missing = sorted(set(ref["grads"]) ^ set(dev["grads"]))
     if missing:
@@ -414,7 +426,8 @@ def judge_grads(dev, ref, hi) -> Comparison:
                           where=missing[0], samples=len(ref["grads"]), passed=0)
     passed, worst_name, worst = 0, None, None
     for name, ref_grad in ref["grads"].items():
-        c = compare(dev["grads"][name], ref_grad, hi["grads"].get(name) if hi else None)
+        c = compare(dev["grads"][name], ref_grad, hi["grads"].get(name) if hi else None,
+                    composite=composite["grads"].get(name) if composite else None)
         passed += int(c.ok)
         if worst is None or (worst.ok and not c.ok) or (worst.ok == c.ok and (c.err_ratio or 0) > (worst.err_ratio or 0)):
             worst_name, worst = name, c

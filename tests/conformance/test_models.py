@@ -255,3 +255,41 @@ def test_a_loss_that_is_not_a_scalar_is_differentiated_through_its_sum():
     out = runner.run_backward(PerSampleLoss(), {"x": torch.tensor([[1.0, 1.0], [3.0, 5.0]])})
     assert out["loss"].item() == 16.0 and not out["surrogate"]
     assert out["grads"]["weight"].tolist() == [4.0, 6.0]
+
+
+SIGMOID_FAULT = {"name": "sigmoid-scale",
+                 "faults": [{"op": "aten.sigmoid.default", "dtype": "bfloat16", "kind": "scale", "value": 1.01}]}
+
+
+def _silu_backward_on_sim(models_ctx):
+    """A tiny SiLU MLP's gradients in bfloat16: sim, without a fused silu_backward, runs
+    PyTorch's composite formula (sigmoid, mul, add) where the CPU runs its fused kernel."""
+    import torch
+
+    from conformance.models import runner
+
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.SiLU(), torch.nn.Linear(32, 4))
+    inputs = {"input": torch.randn(8, 16)}
+    item = WorkItem("model", "toy", "backward", "bfloat16", "eager")
+    ref = runner._on_cpu(runner.run_backward, runner._copy(base, "cpu", torch.bfloat16), inputs, torch.bfloat16, 0)
+    hi = runner._on_cpu(runner.run_backward, runner._copy(base, "cpu", torch.float64), inputs, torch.float64, 0)
+    device_run = runner._DeviceRun(models_ctx, item, runner.run_backward, base, inputs, torch.bfloat16, 0)
+    assert device_run.execute() is None
+    assert "aten.sigmoid.default" in device_run.ops and "aten.silu_backward.default" not in device_run.ops
+    return device_run, ref, hi
+
+
+def test_composite_implementation_is_judged_by_its_own_replayed_error(models_ctx, use_profile):
+    from conformance.models import runner
+    from conformance.models.composite import against_composite
+    from conformance.numerics import Comparison
+
+    failed = Comparison(False, "rmse", "as if the CPU's fused kernel had set the bound")
+    device_run, ref, hi = _silu_backward_on_sim(models_ctx)
+    passed = against_composite(device_run, ref, hi, failed, runner.judge_grads)
+    assert passed.ok and passed.rule != "rmse"  # judged again, with the replay as the second reference
+    use_profile(SIGMOID_FAULT)  # a fault in one primitive of the composite still fails
+    device_run, ref, hi = _silu_backward_on_sim(models_ctx)
+    caught = against_composite(device_run, ref, hi, failed, runner.judge_grads)
+    assert not caught.ok and "primitive aten.sigmoid.default of the device's op sequence fails" in caught.reason
