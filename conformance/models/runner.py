@@ -422,8 +422,12 @@ def judge_grads(dev, ref, hi, composite=None) -> Comparison:
     """Every gradient by name; the worst (first failing, else the highest error ratio) is reported."""
     missing = sorted(set(ref["grads"]) ^ set(dev["grads"]))
     if missing:
-        return Comparison(False, "structure", f"gradients present on one side only: {', '.join(missing[:5])}",
-                          where=missing[0], samples=len(ref["grads"]), passed=0)
+        reason = f"gradients present on one side only: {', '.join(missing[:5])}"
+        if not set(missing) & set(ref["grads"]):
+            reason += (" (on the device only: parameters the CPU's model shares, tied weights, came apart on the device; "
+                       "Module.to() keeps them tied only if the backend answers aten::_has_compatible_shallow_copy_type "
+                       "true for a CPU and a device tensor)")
+        return Comparison(False, "structure", reason, where=missing[0], samples=len(ref["grads"]), passed=0)
     passed, worst_name, worst = 0, None, None
     for name, ref_grad in ref["grads"].items():
         c = compare(dev["grads"][name], ref_grad, hi["grads"].get(name) if hi else None,

@@ -293,3 +293,16 @@ def test_composite_implementation_is_judged_by_its_own_replayed_error(models_ctx
     device_run, ref, hi = _silu_backward_on_sim(models_ctx)
     caught = against_composite(device_run, ref, hi, failed, runner.judge_grads)
     assert not caught.ok and "primitive aten.sigmoid.default of the device's op sequence fails" in caught.reason
+
+
+def test_tied_weights_that_came_apart_on_the_device_are_named_as_such():
+    import torch
+
+    from conformance.models import runner
+
+    grads = {"embed.weight": torch.ones(2)}
+    untied = runner.judge_grads({"grads": {**grads, "head.weight": torch.ones(2)}}, {"grads": grads}, None)
+    assert not untied.ok and untied.reason.startswith("gradients present on one side only: head.weight (on the device "
+                                                      "only: parameters the CPU's model shares, tied weights")
+    lost = runner.judge_grads({"grads": {}}, {"grads": grads}, None)
+    assert lost.reason == "gradients present on one side only: embed.weight"
