@@ -306,3 +306,20 @@ def test_tied_weights_that_came_apart_on_the_device_are_named_as_such():
                                                       "only: parameters the CPU's model shares, tied weights")
     lost = runner.judge_grads({"grads": {}}, {"grads": grads}, None)
     assert lost.reason == "gradients present on one side only: embed.weight"
+
+
+def test_oracle_that_cannot_run_gives_way_to_a_float32_oracle(models_ctx, monkeypatch):
+    from conformance.models import runner
+
+    make_oracle = runner._oracle_copy
+
+    def refusing(base):  # a model with a float32 constant inside cannot run in float64
+        model = make_oracle(base)
+        model.register_forward_pre_hook(lambda module, args: (_ for _ in ()).throw(RuntimeError("expected scalar type Float")))
+        return model
+
+    monkeypatch.setattr(runner, "_oracle_copy", refusing)
+    result = run(models_ctx, "gpt2", dtype="bfloat16")
+    assert result.status is Status.PASS, result.message
+    assert result.extra["oracle"] == ("float64 oracle unavailable: RuntimeError: expected scalar type Float; "
+                                      "float32 oracle used")
