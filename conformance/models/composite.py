@@ -27,6 +27,8 @@ def against_composite(device_run: Any, ref_out: Any, hi_out: Any, failed: Compar
     from conformance.replay import replay
 
     device_type = device_run.ctx.device_type
+    if not device_run.calls:  # none kept (too large to keep): no replay, since nothing was replayed
+        return failed
     second = replay(device_run.calls, device_run.device_output, device_type)
     if second is None:
         return failed
@@ -46,10 +48,10 @@ def _rerun_with_snapshots(device_run: Any) -> list:
     """The item once more on the device, each aten call's inputs and outputs kept as CPU
     copies; [] when the run raises this time (then no primitive can vouch for the sequence)."""
     from conformance.models.randomness import RandomOnCpu, reseed
-    from conformance.models.runner import _copy
+    from conformance.models.runner import KEEP_CALLS_BYTES, _copy
     from conformance.oprecord import OpRecorder
 
-    recorder = OpRecorder(device_run.ctx.device_type, keep_calls="snapshots")
+    recorder = OpRecorder(device_run.ctx.device_type, keep_calls="snapshots", keep_bytes=KEEP_CALLS_BYTES)
     try:
         with RandomOnCpu(device_run.ctx.device_type), recorder:
             model = _copy(device_run.base, device_run.ctx.device, device_run.dtype)
@@ -58,4 +60,4 @@ def _rerun_with_snapshots(device_run: Any) -> list:
             device_run.ctx.adapter.synchronize()
     except Exception:  # noqa: BLE001
         return []
-    return recorder.calls
+    return [] if recorder.calls_dropped else recorder.calls

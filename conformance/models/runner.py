@@ -250,6 +250,10 @@ def run_forward(model, inputs):
         return forward_outputs(model(**_forward_kwargs(model, inputs)))
 
 
+# Rule 6 keeps the device's calls, and so every intermediate tensor, alive until the item is
+# judged; a model whose outputs sum past this goes without the second reference (Gemma 3n's
+# 262k-token embeddings, kept through every op of its backward, reached 11.7 GB).
+KEEP_CALLS_BYTES = 1 << 30
 SURROGATE_SEED = 1234
 SURROGATE_NOTE = "no loss from the model (a base model, or no labels made for its head): gradients of a fixed random projection of its outputs"
 
@@ -359,7 +363,7 @@ class _DeviceRun:
                         else:
                             # The calls are kept (by reference) for rule 6: the device's own op
                             # sequence replayed on the CPU is the second reference of a MISMATCH.
-                            with OpRecorder(device_type, keep_calls="references") as recorder:
+                            with OpRecorder(device_type, keep_calls="references", keep_bytes=KEEP_CALLS_BYTES) as recorder:
                                 self.model = _copy(self.base, self.ctx.device, self.dtype)
                                 reseed(self.seed, adapter)
                                 self.device_output = self.run(self.model, self.device_inputs())
