@@ -35,29 +35,10 @@ def against_composite(device_run: Any, ref_out: Any, hi_out: Any, failed: Compar
     judged = judge(device_run.output, ref_out, hi_out, composite=second)
     if not judged.ok:
         return failed
-    calls = _rerun_with_snapshots(device_run)
+    calls = device_run.snapshot_calls()
     if not calls:
         return failed
     primitives = judge_primitives(calls, device_type)
     if primitives.ok:
         return judged
     return dataclasses.replace(failed, rule=primitives.rule, reason=f"{failed.reason}; {primitives.reason}")
-
-
-def _rerun_with_snapshots(device_run: Any) -> list:
-    """The item once more on the device, each aten call's inputs and outputs kept as CPU
-    copies; [] when the run raises this time (then no primitive can vouch for the sequence)."""
-    from conformance.models.randomness import RandomOnCpu, reseed
-    from conformance.models.runner import KEEP_CALLS_BYTES, _copy
-    from conformance.oprecord import OpRecorder
-
-    recorder = OpRecorder(device_run.ctx.device_type, keep_calls="snapshots", keep_bytes=KEEP_CALLS_BYTES)
-    try:
-        with RandomOnCpu(device_run.ctx.device_type), recorder:
-            model = _copy(device_run.base, device_run.ctx.device, device_run.dtype)
-            reseed(device_run.seed, device_run.ctx.adapter)
-            device_run.run(model, device_run.device_inputs())
-            device_run.ctx.adapter.synchronize()
-    except Exception:  # noqa: BLE001
-        return []
-    return [] if recorder.calls_dropped else recorder.calls

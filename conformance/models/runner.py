@@ -380,6 +380,24 @@ class _DeviceRun:
             return exc
         return None
 
+    def snapshot_calls(self) -> list:
+        """The item once more on the device, each aten call's inputs and outputs kept as CPU
+        copies (rule 6 judges each primitive alone); [] when the run raises this time or the
+        copies outgrow KEEP_CALLS_BYTES (then no primitive can vouch for the sequence)."""
+        from conformance.models.randomness import RandomOnCpu, reseed
+        from conformance.oprecord import OpRecorder
+
+        recorder = OpRecorder(self.ctx.device_type, keep_calls="snapshots", keep_bytes=KEEP_CALLS_BYTES)
+        try:
+            with RandomOnCpu(self.ctx.device_type), recorder:
+                model = _copy(self.base, self.ctx.device, self.dtype)
+                reseed(self.seed, self.ctx.adapter)
+                self.run(model, self.device_inputs())
+                self.ctx.adapter.synchronize()
+        except Exception:  # noqa: BLE001
+            return []
+        return [] if recorder.calls_dropped else recorder.calls
+
     def _run_compiled(self):
         from conformance.models import compiled
 
