@@ -1,6 +1,7 @@
 """Model suite sweep: every causal-LM type x fp32,bf16,fp16 forward on sim (target: <= 10 minutes).
 
     python benchmarks/models_sweep.py [--task causal-lm] [--dtype fp32,bf16,fp16] [--jobs 2] [--db sweep.db]
+    python benchmarks/models_sweep.py --task all --one-task-per-type --grad --dtype fp32,bf16   every architecture once
 
 Runs through the engine like `neuron-check models` (worker processes, a store),
 then prints wall time, items per second, counts per status, counts per
@@ -21,6 +22,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="causal-lm", help="comma list, or 'all' for every derived task")
     parser.add_argument("--every", type=int, default=1, help="sample every Nth item; the full time is extrapolated")
+    parser.add_argument("--one-task-per-type", action="store_true",
+                        help="only each model type's primary task (every architecture once, not every head)")
+    parser.add_argument("--grad", action="store_true", help="also the backward items (loss.backward(), every gradient)")
     parser.add_argument("--arch", default=None)
     parser.add_argument("--dtype", default="fp32,bf16,fp16")
     parser.add_argument("--device", default="sim")
@@ -36,8 +40,13 @@ def main() -> int:
     from op_db.store import Store
 
     options = ModelOptions(archs=tuple(args.arch.split(",")) if args.arch else (), tasks=() if args.task == "all" else tuple(args.task.split(",")),
-                           dtypes=tuple(args.dtype.split(",")))
+                           dtypes=tuple(args.dtype.split(",")), grad=args.grad)
     planned = plan(options)
+    if args.one_task_per_type:
+        from conformance.models import zoo
+
+        primary = {entry.subject for entry in zoo.catalogue().values()}
+        planned = [item for item in planned if item.subject in primary]
     items = planned[::args.every]
     adapter, device = backends.resolve(args.device)
     adapter.init()

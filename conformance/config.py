@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, TypeVar
 
 from conformance.compiling.settings import CompileSettings
+from conformance.harness_time import HarnessTime
 
 T = TypeVar("T")
 
@@ -47,6 +48,9 @@ class WorkerContext:
     config: RunConfig
     adapter: Any  # conformance.backends.BackendAdapter
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # The harness's own time in the current item (CPU reference, oracle, comparisons), which the
+    # item's time limit does not count; the local pool's workers report it to the parent.
+    harness_time: HarnessTime = dataclasses.field(default_factory=HarnessTime)
 
     @property
     def device(self) -> str:

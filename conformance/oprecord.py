@@ -73,7 +73,7 @@ class OpRecorder(TorchDispatchMode):
     """
 
     def __init__(self, device_type: str, on_op: Callable[[str, Any, Any], None] | None = None,
-                 keep_calls: str | None = None):
+                 keep_calls: str | None = None, keep_bytes: int | None = None):
         super().__init__()
         if keep_calls not in (None, "references", "snapshots"):
             raise ValueError(f"keep_calls must be None, 'references' or 'snapshots', not {keep_calls!r}")
@@ -83,12 +83,18 @@ class OpRecorder(TorchDispatchMode):
         self.on_op = on_op
         self.keep_calls = keep_calls
         self.calls: list[RecordedCall] = []
+        # Kept by reference, every intermediate tensor stays alive: past `keep_bytes` of outputs
+        # (a model's whole forward and backward) the calls are let go and `calls_dropped` says so.
+        self.keep_bytes = keep_bytes
+        self.kept_bytes = 0
+        self.calls_dropped = False
 
     def reset(self) -> None:
         """Forget what was recorded, so one recorder serves many runs (one per sample)."""
         self.ops = Counter()
         self.failing_op = None
         self.calls = []
+        self.kept_bytes, self.calls_dropped = 0, False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -107,13 +113,24 @@ class OpRecorder(TorchDispatchMode):
             raise
         if on_device or touches_device((), {}, out, self.device_type):
             self.ops[name] += 1
-            if self.keep_calls == "references":
+            if self.keep_calls == "references" and not self.calls_dropped:
                 self.calls.append(RecordedCall(func, args, kwargs, out, before))
-            elif self.keep_calls == "snapshots" and before is not None:
-                self.calls.append(RecordedCall(func, *before, self._snapshot(out), {}))
+                self._count_kept(out)
+            elif self.keep_calls == "snapshots" and before is not None and not self.calls_dropped:
+                snapshot = self._snapshot(out)
+                self.calls.append(RecordedCall(func, *before, snapshot, {}))
+                self._count_kept((before, snapshot))
             if self.on_op is not None:
                 self.on_op(name, args, kwargs)
         return out
+
+    def _count_kept(self, out: Any) -> None:
+        if self.keep_bytes is None:
+            return
+        self.kept_bytes += sum(t.untyped_storage().nbytes() for t in pytree.tree_leaves(out)
+                               if isinstance(t, torch.Tensor) and t.device.type != "meta" and not t.is_sparse)
+        if self.kept_bytes > self.keep_bytes:
+            self.calls, self.calls_dropped = [], True
 
     def _snapshot(self, tree: Any) -> Any:
         def copy(value: Any) -> Any:

@@ -70,7 +70,16 @@ class _Replay:
             if key not in self.made:
                 self.first_read.setdefault(key, version)
         args, kwargs = pytree.tree_map(self._argument, (call.args, call.kwargs))
-        out = call.func(*args, **kwargs)
+        try:
+            out = call.func(*args, **kwargs)
+        except Exception:
+            # An exact (integer or bool) result the CPU has no kernel for (histc of int32
+            # expert ids, which MoE layers count off the CPU): the device's own values carry no
+            # rounding to weigh. A floating one cannot be stood in for: no replay.
+            if any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+                   for t in pytree.tree_leaves(call.out)):
+                raise
+            out = pytree.tree_map(lambda t: self.to_cpu(t) if isinstance(t, torch.Tensor) else t, call.out)
         recorded = pytree.tree_leaves(call.out)
         replayed = pytree.tree_leaves(out)
         if len(recorded) != len(replayed):

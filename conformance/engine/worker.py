@@ -77,6 +77,7 @@ def run_one(item: WorkItem, ctx: WorkerContext) -> Result:
     try:
         suite = _suite(item.suite, ctx)
         started = time.perf_counter()
+        ctx.harness_time.start_item()
         result = suite.run_item(item, ctx)
     except Exception as exc:  # noqa: BLE001 - the suite's own failure, reported per item
         tail = traceback.format_exc(limit=3)
@@ -105,7 +106,8 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
     """Process entry point of the local pool.
 
     Messages to the parent: ("ready",), ("init-error", text), ("start", index) before each
-    item, so the parent can pin a crash or hang on it, and ("result", index, Result).
+    item, so the parent can pin a crash or hang on it, ("harness-time", seconds) as the item's
+    harness work (not counted by its time limit) grows, and ("result", index, Result).
     From the parent: ("batch", [(index, item), ...]) and ("stop",). A worker started with
     no `config` (prestarted) preloads `suites`, then waits for ("init", config, suites).
     """
@@ -133,6 +135,7 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
         conn.send(("init-error", f"{type(exc).__name__}: {exc}"))
         return
     conn.send(("ready",))
+    ctx.harness_time.report = lambda seconds: conn.send(("harness-time", seconds))
     serve_items(conn, lambda item: run_one(item, ctx))
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from conformance.harness_time import HarnessTime
 from conformance.numerics import Comparison
 from conformance.opinfo import samples as smp
 from conformance.oprecord import OpRecorder
@@ -47,6 +48,9 @@ class ItemSetup:
     # (reset each time); None in compile mode, where nothing is recorded.
     recorder: OpRecorder | None = None
     expect_rounding: str | None = None  # OpsOptions.expect_rounding: judged over the whole item
+    # The worker's clock of harness work (the CPU reference, the oracle, the comparisons), which
+    # the item's time limit does not count.
+    harness_time: HarnessTime = dataclasses.field(default_factory=HarnessTime)
 
 
 @dataclasses.dataclass

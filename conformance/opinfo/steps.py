@@ -58,7 +58,7 @@ def setup_item(op: Any, dtype: torch.dtype, *, backward: bool, compiled: bool, c
         max_samples=options.max_samples, rtol=rtol, atol=atol, meta_only=meta_only,
         oracle_dtype=None if meta_only or kind == "undefined" else smp.oracle_dtype(dtype),
         device_fn=device_fn, watch=watch, recorder=None if compiled else OpRecorder(device_type, keep_calls="references"),
-        expect_rounding=options.expect_rounding,
+        expect_rounding=options.expect_rounding, harness_time=ctx.harness_time,
     )
     return setup, ItemTally(kind=kind)
 
@@ -292,12 +292,13 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
         dev_sample, eager_sample, move_error = None, None, exc
     tensors = smp.sample_tensors(sample)
     versions = smp.tensor_versions(tensors)
-    try:
-        reference = run_reference(setup, tally, sample)
-    except Exception as exc:
-        reference = composite.reference_from_oracle(setup, tally, sample, exc)
-        if reference is None:
-            return ReferenceFailed(shorten(f"CPU reference failed: {describe_exception(exc)}"))
+    with setup.harness_time.measure():
+        try:
+            reference = run_reference(setup, tally, sample)
+        except Exception as exc:
+            reference = composite.reference_from_oracle(setup, tally, sample, exc)
+            if reference is None:
+                return ReferenceFailed(shorten(f"CPU reference failed: {describe_exception(exc)}"))
     if reference == NO_GRAD:
         return NO_GRAD
     untouched = smp.tensor_versions(tensors) == versions
@@ -321,7 +322,8 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     sequence = None
     if run.replay is not None:
         sequence = composite.DeviceSequence(run.replay, lambda: composite.rerun_with_snapshots(setup, dev_sample, reference.cotangents))
-    run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle, sequence)
+    with setup.harness_time.measure():
+        run.comparison = compare_sample(setup, tally, index, run.output, reference.output, run.placement, oracle, sequence)
     if setup.compiled and not setup.meta_only:
         from conformance.opinfo.compiled import check_against_eager
 

@@ -206,3 +206,120 @@ def test_image_text_inputs_carry_one_token_per_vision_feature(model_type):
     tokens = (inputs["input_ids"] == image_token_id(model.config)).sum(dim=1)
     assert tokens.min() == tokens.max() > 0  # every sample holds one whole image
     assert out.logits.shape[:2] == inputs["input_ids"].shape
+
+
+def _oracle_with_nan(monkeypatch):
+    """The float64 oracle breaks down (a NaN loss) while the CPU's run stays finite."""
+    from conformance.models import runner
+
+    make_oracle = runner._oracle_copy
+
+    def broken(base):
+        model = make_oracle(base)
+        def nan_loss(module, args, out):
+            out.loss = out.loss * float("nan")  # NaN gradients follow
+            return out
+
+        model.register_forward_hook(nan_loss)
+        return model
+
+    monkeypatch.setattr(runner, "_oracle_copy", broken)
+
+
+def test_oracle_that_breaks_down_gives_way_to_a_float32_oracle(models_ctx, use_profile, monkeypatch):
+    _oracle_with_nan(monkeypatch)
+    healthy = run(models_ctx, "gpt2", variant="backward", dtype="bfloat16")
+    assert healthy.status is Status.PASS, healthy.message
+    assert healthy.extra["oracle"].startswith("float64 oracle unusable: NaN at ['loss']")
+    assert healthy.extra["oracle"].endswith("float32 oracle used")
+    use_profile({"name": "mm-scale", "faults": [{"op": "aten.mm.default", "dtype": "bfloat16", "kind": "scale",
+                                                 "value": 1.02}]})
+    assert run(models_ctx, "gpt2", variant="backward", dtype="bfloat16").status is Status.MISMATCH
+
+
+def test_a_loss_that_is_not_a_scalar_is_differentiated_through_its_sum():
+    import types
+
+    import torch
+
+    from conformance.models import runner
+
+    class PerSampleLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+
+        def forward(self, x):
+            return types.SimpleNamespace(loss=(self.weight * x).sum(-1))
+
+    out = runner.run_backward(PerSampleLoss(), {"x": torch.tensor([[1.0, 1.0], [3.0, 5.0]])})
+    assert out["loss"].item() == 16.0 and not out["surrogate"]
+    assert out["grads"]["weight"].tolist() == [4.0, 6.0]
+
+
+SIGMOID_FAULT = {"name": "sigmoid-scale",
+                 "faults": [{"op": "aten.sigmoid.default", "dtype": "bfloat16", "kind": "scale", "value": 1.01}]}
+
+
+def _silu_backward_on_sim(models_ctx):
+    """A tiny SiLU MLP's gradients in bfloat16: sim, without a fused silu_backward, runs
+    PyTorch's composite formula (sigmoid, mul, add) where the CPU runs its fused kernel."""
+    import torch
+
+    from conformance.models import runner
+
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.SiLU(), torch.nn.Linear(32, 4))
+    inputs = {"input": torch.randn(8, 16)}
+    item = WorkItem("model", "toy", "backward", "bfloat16", "eager")
+    ref = runner._on_cpu(runner.run_backward, runner._copy(base, "cpu", torch.bfloat16), inputs, torch.bfloat16, 0)
+    hi = runner._on_cpu(runner.run_backward, runner._copy(base, "cpu", torch.float64), inputs, torch.float64, 0)
+    device_run = runner._DeviceRun(models_ctx, item, runner.run_backward, base, inputs, torch.bfloat16, 0)
+    assert device_run.execute() is None
+    assert "aten.sigmoid.default" in device_run.ops and "aten.silu_backward.default" not in device_run.ops
+    return device_run, ref, hi
+
+
+def test_composite_implementation_is_judged_by_its_own_replayed_error(models_ctx, use_profile):
+    from conformance.models import runner
+    from conformance.models.composite import against_composite
+    from conformance.numerics import Comparison
+
+    failed = Comparison(False, "rmse", "as if the CPU's fused kernel had set the bound")
+    device_run, ref, hi = _silu_backward_on_sim(models_ctx)
+    passed = against_composite(device_run, ref, hi, failed, runner.judge_grads)
+    assert passed.ok and passed.rule != "rmse"  # judged again, with the replay as the second reference
+    use_profile(SIGMOID_FAULT)  # a fault in one primitive of the composite still fails
+    device_run, ref, hi = _silu_backward_on_sim(models_ctx)
+    caught = against_composite(device_run, ref, hi, failed, runner.judge_grads)
+    assert not caught.ok and "primitive aten.sigmoid.default of the device's op sequence fails" in caught.reason
+
+
+def test_tied_weights_that_came_apart_on_the_device_are_named_as_such():
+    import torch
+
+    from conformance.models import runner
+
+    grads = {"embed.weight": torch.ones(2)}
+    untied = runner.judge_grads({"grads": {**grads, "head.weight": torch.ones(2)}}, {"grads": grads}, None)
+    assert not untied.ok and untied.reason.startswith("gradients present on one side only: head.weight (on the device "
+                                                      "only: parameters the CPU's model shares, tied weights")
+    lost = runner.judge_grads({"grads": {}}, {"grads": grads}, None)
+    assert lost.reason == "gradients present on one side only: embed.weight"
+
+
+def test_oracle_that_cannot_run_gives_way_to_a_float32_oracle(models_ctx, monkeypatch):
+    from conformance.models import runner
+
+    make_oracle = runner._oracle_copy
+
+    def refusing(base):  # a model with a float32 constant inside cannot run in float64
+        model = make_oracle(base)
+        model.register_forward_pre_hook(lambda module, args: (_ for _ in ()).throw(RuntimeError("expected scalar type Float")))
+        return model
+
+    monkeypatch.setattr(runner, "_oracle_copy", refusing)
+    result = run(models_ctx, "gpt2", dtype="bfloat16")
+    assert result.status is Status.PASS, result.message
+    assert result.extra["oracle"] == ("float64 oracle unavailable: RuntimeError: expected scalar type Float; "
+                                      "float32 oracle used")

@@ -235,3 +235,28 @@ def test_random_range_is_that_of_every_cpu_draw():
     assert not check_random_range(torch.tensor([0.0, 40.0, 2.0]), ref).ok  # one draw: [0, 2] says little
     assert check_random_range(torch.tensor([0.0, 40.0, 2.0]), ref, [other_draw]).ok
     assert not check_random_range(torch.tensor([0.0, 400.0, 2.0]), ref, [other_draw]).ok
+
+
+def test_cpu_reference_and_comparisons_are_reported_as_harness_time(ctx, monkeypatch):
+    # The item's time limit does not count them (tests/conformance/test_harness_time.py): one
+    # reference block and one comparison block per sample, each reporting the running total.
+    reported = []
+    monkeypatch.setattr(ctx.harness_time, "report", reported.append)
+    result = run(ctx, "nn.functional.mish", "forward", "float32")
+    assert result.status is Status.PASS and result.samples >= 2
+    assert len(reported) == 2 * result.samples and reported == sorted(reported)
+    assert 0 < reported[-1] < result.duration_s
+
+
+def test_recorder_lets_its_calls_go_past_its_byte_budget(sim_device):
+    # Kept by reference, every intermediate tensor stays alive: a model's whole backward can
+    # exhaust memory, so past the budget the calls go and the item has no second reference.
+    from conformance.oprecord import OpRecorder
+
+    x = torch.ones(256, device="sim")
+    with OpRecorder("sim", keep_calls="references", keep_bytes=4096) as small:
+        y = (x + 1) * 2
+    assert len(small.calls) == 2 and not small.calls_dropped
+    with OpRecorder("sim", keep_calls="references", keep_bytes=1500) as tight:
+        y = (x + 1) * 2
+    assert tight.calls == [] and tight.calls_dropped and y.sum().item() == 1024

@@ -256,3 +256,19 @@ def test_zero_gradients_are_zero_tensors_that_read_as_zeros(sim_device):
     assert torch.equal((x.grad + 2).cpu(), torch.full((4, 3), 2.0))
     assert torch.equal(x.grad.clone().cpu(), torch.zeros(4, 3))
     assert not x.grad.clone()._is_zerotensor()
+
+
+def test_module_to_sim_keeps_tied_weights_tied(sim_device):
+    # Module.to() keeps a parameter object only if the CPU and device tensors are shallow-copy
+    # compatible; PyTorch counts in-tree backends only, so without sim's own answer an LM head
+    # tied to its embeddings came apart on the device and its gradient showed up twice.
+    model = torch.nn.Module()
+    model.embed, model.head = torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False)
+    model.head.weight = model.embed.weight
+    weight = model.embed.weight
+    model.to(device="sim", dtype=torch.bfloat16)
+    assert model.head.weight is model.embed.weight is weight
+    assert weight.device.type == "sim" and weight.dtype == torch.bfloat16
+    assert [name for name, _ in model.named_parameters()] == ["embed.weight"]
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1, device="sim"), torch.ones(1))
+    assert not torch._has_compatible_shallow_copy_type(torch.ones(1, device="sim"), torch.ones(1).to_sparse())

@@ -137,6 +137,18 @@ at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::Scala
   return at::detail::empty_generic(size, &allocator, keys, st, std::nullopt);
 }
 
+// Module.to(device) keeps a parameter object (and so every weight tied to it: an LM head shared
+// with its embeddings) only when the CPU and device tensors are "shallow-copy compatible".
+// PyTorch's own answer counts in-tree backends only, so a PrivateUse1 backend answers for itself;
+// otherwise every parameter is replaced by a new one and tied weights come apart on the device.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::Layout::Strided && !t.is_nested() && (t.is_cpu() || t.device().type() == kSim);
+  };
+  return (dense(self) && dense(from)) ||
+         self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 at::Tensor detach(const at::Tensor& self) {
   return at::native::as_strided_tensorimpl(self, self.sizes(), self.strides(), self.storage_offset());
 }
@@ -162,6 +174,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_to_copy", at::native::_to_copy);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 } // namespace sim

@@ -1,0 +1,45 @@
+"""The harness's own time inside an item: work a correct backend must not be timed out for.
+
+An item's time limit (--timeout) is there to catch a device that hangs or crawls. Part of an
+item's time is the harness's, not the device's: the CPU reference, the float64 oracle, the
+replay of the device's op sequence and the comparisons. Where the CPU's kernel in a dtype is
+slow (grid_sampler_3d backward in float16: about 1 s a call on one core, 30 samples), that
+reference alone can take as long as the device, so a fast device came out TIMEOUT because
+the CPU is slow.
+
+The worker measures the harness's blocks and reports the item's running total to whoever
+enforces the limit, after each block ends. A block that never ends (a hung CPU kernel) is
+never credited, so a hang is still caught.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, Iterator
+
+
+class HarnessTime:
+    """Seconds spent in the harness's own work during the current item."""
+
+    def __init__(self, report: Callable[[float], None] | None = None):
+        self.report = report  # told the item's running total after each block (the worker's pipe)
+        self.seconds = 0.0
+        self._depth = 0
+
+    def start_item(self) -> None:
+        self.seconds, self._depth = 0.0, 0
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[None]:
+        """Count the block as harness time (nested blocks count once)."""
+        self._depth += 1
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self.seconds += time.monotonic() - started
+                if self.report is not None:
+                    self.report(self.seconds)
