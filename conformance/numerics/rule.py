@@ -91,7 +91,8 @@ def compare(
     `bias_rule=False` measures ulp statistics without judging them: for a caller that judges
     them over many samples itself (OpInfo with an expected rounding). `composite`: the
     device's own op sequence run on the CPU in the same dtype, the second reference of rule 6
-    (it counts only with an oracle)."""
+    (against the oracle; where there is none, its distance from the CPU's result bounds the
+    device's)."""
     dev_leaves, dev_spec = pytree.tree_flatten(dev)
     ref_leaves, ref_spec = pytree.tree_flatten(ref)
     if dev_spec != ref_spec:
@@ -214,6 +215,11 @@ def _compare_float(dev, ref, hi, *, rtol, atol, exact, composite=None) -> Compar
             oracle_note += f"; {second[1]}"
     else:
         oracle_note = "; no float64 oracle"
+        second = _composite_distance(dev64, ref64, composite, finite, ref.dtype)
+        if second is not None and second[0]:
+            return Comparison(True, "composite", "", max_abs, max_rel, ratio, note=_join(second[1], note))
+        if second is not None:
+            oracle_note += f"; {second[1]}"
     where = _first_index(~close)
     mismatched = int((~close).sum())
     reason = (
@@ -255,6 +261,30 @@ def _composite_bound(dev_err: float, ref_err: float, composite: torch.Tensor | N
                       f"(the device's own op sequence run on the CPU in {_dt(dtype)}: {times(comp_err)})")
     return False, (f"the device's own op sequence run on the CPU in {_dt(dtype)}: rmse {comp_err:.3g}, "
                    f"second bound {bound:.3g}")
+
+
+def _composite_distance(dev64: torch.Tensor, ref64: torch.Tensor, composite: torch.Tensor | None,
+                        finite: torch.Tensor, dtype: torch.dtype) -> tuple[bool, str] | None:
+    """Rule 6 where no float64 oracle exists (a model that hard-codes float32): how far a correct
+    implementation, the device's own op sequence run on the CPU in the same dtype, lands from the
+    CPU's kernel is how far the device may land, times COMPOSITE_MULTIPLIER. (passes, words), or
+    None without a usable second reference or when that sequence lands on the CPU's result."""
+    if composite is None:
+        return None
+    comp64 = composite.detach().to("cpu").double()[finite]
+    ref_finite = ref64[finite]
+    if not bool(comp64.isfinite().all()):
+        return None
+    comp_dist = rmse(comp64, ref_finite)
+    if comp_dist == 0:
+        return None
+    dev_dist = rmse(dev64[finite], ref_finite)
+    bound = COMPOSITE_MULTIPLIER * comp_dist + atol_floor(dtype)
+    sequence = f"the device's own op sequence run on the CPU in {_dt(dtype)}"
+    if dev_dist <= bound:
+        return True, (f"no float64 oracle; composite implementation: {dev_dist / comp_dist:.1f}x the distance from "
+                      f"the CPU kernel of {sequence}")
+    return False, f"{sequence}: rmse from the CPU {comp_dist:.3g}, second bound {bound:.3g}"
 
 
 def _join(*notes: str) -> str:

@@ -228,6 +228,23 @@ def test_second_reference_bounds_the_device_error():
     assert not failed.ok and "second bound" in failed.reason
 
 
+def test_without_an_oracle_the_second_reference_bounds_the_distance_from_the_cpu():
+    # A model that hard-codes float32 has no float64 oracle (fastspeech2_conformer's backward
+    # through a composite silu_backward): the device may land as far from the CPU's kernel as
+    # twice its own op sequence run on the CPU does, and no farther.
+    gen = torch.Generator().manual_seed(1)
+    ref = torch.rand(256, generator=gen) + 0.5
+    composite = ref * (1 + 1e-4 * torch.randn(256, generator=gen))
+    device = ref * (1 + 1.5e-4 * torch.randn(256, generator=gen))
+    assert not compare(device, ref).ok  # fp32's tolerance alone fails it
+    passed = compare(device, ref, composite=composite)
+    assert passed.ok and passed.rule == "composite" and passed.note.startswith("no float64 oracle; composite")
+    worse = ref * (1 + 1e-3 * torch.randn(256, generator=gen))
+    failed = compare(worse, ref, composite=composite)
+    assert not failed.ok and "no float64 oracle" in failed.reason and "second bound" in failed.reason
+    assert not compare(device, ref, composite=ref.clone()).ok  # a sequence that lands on the CPU excuses nothing
+
+
 def test_random_range_is_that_of_every_cpu_draw():
     from conformance.opinfo.checks import check_random_range
 
