@@ -87,6 +87,7 @@ class OpRecorder(TorchDispatchMode):
         # (a model's whole forward and backward) the calls are let go and `calls_dropped` says so.
         self.keep_bytes = keep_bytes
         self.kept_bytes = 0
+        self.kept_storages: set[int] = set()  # each storage counts once, however many views of it are kept
         self.calls_dropped = False
 
     def reset(self) -> None:
@@ -95,6 +96,7 @@ class OpRecorder(TorchDispatchMode):
         self.failing_op = None
         self.calls = []
         self.kept_bytes, self.calls_dropped = 0, False
+        self.kept_storages = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -127,10 +129,17 @@ class OpRecorder(TorchDispatchMode):
     def _count_kept(self, out: Any) -> None:
         if self.keep_bytes is None:
             return
-        self.kept_bytes += sum(t.untyped_storage().nbytes() for t in pytree.tree_leaves(out)
-                               if isinstance(t, torch.Tensor) and t.device.type != "meta" and not t.is_sparse)
+        # A view (a transpose of a weight, an expand) shares its base's storage: counting the whole
+        # storage for every view kept a small model's embedding table a thousand times over.
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.layout == torch.strided:
+                storage = t.untyped_storage()
+                if storage.data_ptr() not in self.kept_storages:
+                    self.kept_storages.add(storage.data_ptr())
+                    self.kept_bytes += storage.nbytes()
         if self.kept_bytes > self.keep_bytes:
             self.calls, self.calls_dropped = [], True
+            self.kept_storages = set()
 
     def _snapshot(self, tree: Any) -> Any:
         def copy(value: Any) -> Any:

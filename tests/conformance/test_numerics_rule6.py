@@ -277,3 +277,13 @@ def test_recorder_lets_its_calls_go_past_its_byte_budget(sim_device):
     with OpRecorder("sim", keep_calls="references", keep_bytes=1500) as tight:
         y = (x + 1) * 2
     assert tight.calls == [] and tight.calls_dropped and y.sum().item() == 1024
+
+
+def test_recorder_counts_a_storage_once_however_many_views_are_kept(sim_device):
+    from conformance.oprecord import OpRecorder
+
+    w = torch.ones(64, 64, device="sim")  # 16 KiB
+    with OpRecorder("sim", keep_calls="references", keep_bytes=40_000) as recorder:
+        views = [w.t() for _ in range(8)]  # eight views of one storage: 16 KiB kept, not 128
+    assert len(recorder.calls) == 8 and not recorder.calls_dropped and recorder.kept_bytes == 64 * 64 * 4
+    assert len(views) == 8
