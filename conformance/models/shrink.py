@@ -37,6 +37,9 @@ SIZE_RULES: dict[str, int] = {
     "n_shared_experts": 1,
     "vocab_size": VOCAB,
     "encoder_hash_byte_group_vocab": VOCAB,  # BLT's hashed n-gram embeddings (500k rows by default)
+    # Gemma 3n/4's per-layer embeddings: 262k rows x layers x width kept a "tiny" model at 134 M
+    # parameters, and its backward past 11 GB
+    "vocab_size_per_layer_input": VOCAB,
     "max_position_embeddings": 512,
     "kv_lora_rank": 16,
     "q_lora_rank": 16,
