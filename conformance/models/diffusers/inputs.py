@@ -17,7 +17,7 @@ import inspect
 import itertools
 from typing import Any
 
-from conformance.models.diffusers.geometry import TEXT_WIDTH_KEYS, geometry_of
+from conformance.models.diffusers.geometry import TEXT_WIDTH_KEYS, Geometry, geometry_of
 from conformance.models.diffusers.rules import SKIPPED
 from conformance.models.documented import MissingInputBuilder
 
@@ -76,7 +76,6 @@ def candidates(model: Any, entry: Any, seed: int, fn: Any = None) -> list[dict[s
 
 def _choices(model, entry, seed, params, config, geometry, widths, fn, every_optional: bool) -> list[tuple[str, list]]:
     from conformance.models.diffusers.rules import OPTIONAL_WANTED
-    from conformance.models.diffusers.rules_transformers import class_inputs
 
     fixed = class_inputs(model, config, geometry, seed, params)  # a structure only the class's pipeline makes
     choices: list[tuple[str, list[Any]]] = []
@@ -151,3 +150,14 @@ def choose(model: Any, run: Any, options: list[dict[str, Any]]) -> dict[str, Any
         raise MissingInputBuilder(f"no inputs for {type(model).__name__}")
     raise MissingInputBuilder(f"no input layout the forward accepts; the most likely one fails with "
                               f"{type(first_error).__name__}: {first_error}") from first_error
+
+
+def class_inputs(model: Any, config: dict[str, Any], g: Geometry, seed: int, params: dict[str, Any]) -> dict[str, Any]:
+    """The inputs this class's entry fixes (parameter -> value, or SKIPPED); {} without an entry."""
+    from conformance.models.diffusers.pipeline_inputs import Context
+    from conformance.models.diffusers.rules_codecs import CODEC_INPUTS
+    from conformance.models.diffusers.rules_transformers import CLASS_INPUTS
+    from conformance.models.diffusers.rules_video import VIDEO_INPUTS
+
+    rule = {**CLASS_INPUTS, **VIDEO_INPUTS, **CODEC_INPUTS}.get(type(model).__name__)
+    return rule(Context(model, config, g, seed, params)) if rule else {}

@@ -1,7 +1,7 @@
 """Input rules of the autoencoders, audio models and conditioning encoders whose forwards take
 model-specific structures no generic rule reaches.
 
-`CODEC_INPUTS` joins the per-class entries of `rules_transformers.class_inputs`: a parameter an
+`CODEC_INPUTS` joins the per-class entries of `inputs.class_inputs`: a parameter an
 entry names takes that value, before the docstring shapes (`docshapes.py`) and the generic rules
 (`rules.py`). Most rules here name one parameter at a time (`PARAMETER_RULES`), so one rule serves
 a codec's encode and decode alike. Each rule reads its sizes off the tiny model's config, never a
@@ -39,7 +39,7 @@ def _adapter_images(c: Any) -> dict[str, Any]:
 
 
 def _per_parameter(rule: Callable[[str, dict[str, Any], Any, int], list[Any] | None]) -> Callable[[Any], dict[str, Any]]:
-    """A rule that names one parameter at a time, as a `rules_transformers.Context` entry: every
+    """A rule that names one parameter at a time, as a `pipeline_inputs.Context` entry: every
     parameter of the called function (forward, encode or decode) the rule names."""
     def inputs(c: Any) -> dict[str, Any]:
         found = {}

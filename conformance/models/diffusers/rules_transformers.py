@@ -1,5 +1,5 @@
-"""Per-class input rules for image DiTs and ControlNets, as data, with the `Context` and helpers
-they share with `rules_video.py` (video transformers and world models).
+"""Per-class input rules for image DiTs and ControlNets, as data (`rules_video.py` holds the video
+transformers' and world models', `rules_codecs.py` the codecs'; `inputs.py` looks them up).
 
 Some forwards take a structure only their pipeline knows how to make: index tensors, rotary
 positions computed outside the model, an audio stream beside the video, the shapes of packed
@@ -15,30 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from conformance.models.diffusers.geometry import Geometry
-from conformance.models.diffusers.rules import SKIPPED, _generator, _name_seed, _randn
-
-
-@dataclasses.dataclass(frozen=True)
-class Context:
-    model: Any
-    config: dict[str, Any]
-    g: Geometry
-    seed: int
-    params: dict[str, Any]  # the forward's parameters
-
-    def randn(self, name: str, *shape: int):
-        return _randn(tuple(shape), _name_seed(self.seed, name))
-
-    def randint(self, name: str, high: int, *shape: int):
-        import torch
-
-        return torch.randint(0, high, tuple(shape), generator=_generator(_name_seed(self.seed, name)))
-
-
-def _text(c: Context, name: str, batch: int | None = None, width: int | None = None, length: int | None = None):
-    g = c.g
-    return c.randn(name, batch or g.batch, length or g.text_length, width or g.text_width or 32)
+from conformance.models.diffusers.pipeline_inputs import Context, text_states
+from conformance.models.diffusers.rules import SKIPPED
 
 
 def _qwen_image21(c: Context) -> dict[str, Any]:
@@ -96,7 +74,7 @@ def _hidream(c: Context) -> dict[str, Any]:
             "img_ids": SKIPPED, "img_sizes": SKIPPED,
             "encoder_hidden_states_llama3": c.randn("llama3", layers, g.batch, g.text_length,
                                                     config["caption_channels"][0]),
-            "encoder_hidden_states_t5": _text(c, "t5", width=config["caption_channels"][-1]),
+            "encoder_hidden_states_t5": text_states(c, "t5", width=config["caption_channels"][-1]),
             "pooled_embeds": c.randn("pooled_embeds", g.batch, config["text_emb_dim"])}  # CLIP-L and G pooled
 
 
@@ -124,7 +102,7 @@ def _bria_fibo(c: Context) -> dict[str, Any]:
     single), each (B, T, `text_encoder_dim`), which the blocks take in turn."""
     config = c.config
     blocks = config["num_layers"] + config["num_single_layers"]
-    return {"text_encoder_layers": [_text(c, f"text_encoder_layer{i}", width=config["text_encoder_dim"])
+    return {"text_encoder_layers": [text_states(c, f"text_encoder_layer{i}", width=config["text_encoder_dim"])
                                     for i in range(blocks)]}
 
 
@@ -176,7 +154,7 @@ def _ideogram4(c: Context) -> dict[str, Any]:
     indicator = torch.full((length,), 2, dtype=torch.long)
     indicator[:text] = 3
     return {"hidden_states": c.randn("hidden_states", g.batch, length, config["in_channels"]),
-            "encoder_hidden_states": _text(c, "encoder_hidden_states", width=config["llm_features_dim"],
+            "encoder_hidden_states": text_states(c, "encoder_hidden_states", width=config["llm_features_dim"],
                                            length=length),
             "position_ids": position_ids.expand(g.batch, length, 3), "indicator": indicator.expand(g.batch, length),
             "segment_ids": torch.ones(g.batch, length, dtype=torch.long)}
@@ -228,7 +206,7 @@ def _unidiffuser(c: Context) -> dict[str, Any]:
     `text_dim`), one timestep per modality; the pipeline passes no cross-attention states."""
     g, config = c.g, c.config
     return {"image_embeds": c.randn("image_embeds", g.batch, 1, config["clip_img_dim"]),
-            "prompt_embeds": _text(c, "prompt_embeds", width=config["text_dim"], length=config["num_text_tokens"]),
+            "prompt_embeds": text_states(c, "prompt_embeds", width=config["text_dim"], length=config["num_text_tokens"]),
             "encoder_hidden_states": SKIPPED}
 
 
@@ -264,12 +242,3 @@ CLASS_INPUTS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "UniDiffuserModel": _unidiffuser,
     "ZImageControlNetModel": _z_image_controlnet,
 }
-
-
-def class_inputs(model: Any, config: dict[str, Any], g: Geometry, seed: int, params: dict[str, Any]) -> dict[str, Any]:
-    """The inputs this class's entry fixes (parameter -> value, or SKIPPED); {} without an entry."""
-    from conformance.models.diffusers.rules_codecs import CODEC_INPUTS
-    from conformance.models.diffusers.rules_video import VIDEO_INPUTS
-
-    rule = {**CLASS_INPUTS, **VIDEO_INPUTS, **CODEC_INPUTS}.get(type(model).__name__)
-    return rule(Context(model, config, g, seed, params)) if rule else {}

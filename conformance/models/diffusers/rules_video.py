@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from conformance.models.diffusers.rules import SKIPPED
-from conformance.models.diffusers.rules_transformers import Context, _text
+from conformance.models.diffusers.pipeline_inputs import Context, text_states
 
 
 def _temporal_per_frame(c: Context) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def _temporal_per_frame(c: Context) -> dict[str, Any]:
 def _animatediff_unet(c: Context) -> dict[str, Any]:
     """UNetMotionModel in AnimateDiffPipeline: the prompt states are repeated per frame
     (`prompt_embeds.repeat_interleave(num_frames)`), since the spatial blocks fold frames into the batch."""
-    return {"encoder_hidden_states": _text(c, "encoder_hidden_states", c.g.batch * c.g.frames)}
+    return {"encoder_hidden_states": text_states(c, "encoder_hidden_states", c.g.batch * c.g.frames)}
 
 
 def _sparse_controlnet(c: Context) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def _sparse_controlnet(c: Context) -> dict[str, Any]:
     mask[:, :, 0] = 1  # the first frame is conditioned
     frames = c.randn("controlnet_cond", g.batch, config["conditioning_channels"], g.frames, side, side) * mask
     return {"controlnet_cond": frames, "conditioning_mask": mask,
-            "encoder_hidden_states": _text(c, "encoder_hidden_states", g.batch * g.frames)}
+            "encoder_hidden_states": text_states(c, "encoder_hidden_states", g.batch * g.frames)}
 
 
 def _hunyuan_video15(c: Context) -> dict[str, Any]:
@@ -49,11 +49,11 @@ def _hunyuan_video15(c: Context) -> dict[str, Any]:
 
     g, config = c.g, c.config
     ones = torch.ones(g.batch, g.text_length, dtype=torch.long)
-    return {"encoder_hidden_states": _text(c, "encoder_hidden_states", width=config["text_embed_dim"]),
+    return {"encoder_hidden_states": text_states(c, "encoder_hidden_states", width=config["text_embed_dim"]),
             "encoder_attention_mask": ones,
-            "encoder_hidden_states_2": _text(c, "encoder_hidden_states_2", width=config["text_embed_2_dim"]),
+            "encoder_hidden_states_2": text_states(c, "encoder_hidden_states_2", width=config["text_embed_2_dim"]),
             "encoder_attention_mask_2": ones,
-            "image_embeds": _text(c, "image_embeds", width=config["image_embed_dim"])}
+            "image_embeds": text_states(c, "image_embeds", width=config["image_embed_dim"])}
 
 
 def _latent_video(c: Context, name: str, channels: int, frames: int | None = None):
@@ -142,7 +142,7 @@ def _framepack(c: Context) -> dict[str, Any]:
     g, config = c.g, c.config
     history = {"latents_clean": 2, "latents_history_2x": 2, "latents_history_4x": 4}
     inputs: dict[str, Any] = {"indices_latents": torch.arange(g.frames),
-                              "image_embeds": _text(c, "image_embeds", width=config["image_proj_dim"])}
+                              "image_embeds": text_states(c, "image_embeds", width=config["image_proj_dim"])}
     start = g.frames
     for name, frames in history.items() if config.get("has_clean_x_embedder") else ():
         inputs[name] = _latent_video(c, name, g.channels, frames)
@@ -162,8 +162,8 @@ def _ltx2_audio_video(c: Context) -> dict[str, Any]:
     mask = torch.ones(g.batch, g.text_length, dtype=torch.long)
     return {"hidden_states": c.randn("hidden_states", g.batch, g.frames * g.side * g.side, config["in_channels"]),
             "audio_hidden_states": c.randn("audio_hidden_states", g.batch, audio_frames, config["audio_in_channels"]),
-            "encoder_hidden_states": _text(c, "encoder_hidden_states", width=config["caption_channels"]),
-            "audio_encoder_hidden_states": _text(c, "audio_encoder_hidden_states", width=config["caption_channels"]),
+            "encoder_hidden_states": text_states(c, "encoder_hidden_states", width=config["caption_channels"]),
+            "audio_encoder_hidden_states": text_states(c, "audio_encoder_hidden_states", width=config["caption_channels"]),
             "encoder_attention_mask": mask, "audio_encoder_attention_mask": mask,
             "num_frames": g.frames, "height": g.side, "width": g.side, "audio_num_frames": audio_frames,
             "fps": 24.0}
@@ -182,7 +182,7 @@ def _sana_wm_refiner(c: Context) -> dict[str, Any]:
                                                            height=g.side, width=g.side, device=torch.device("cpu"),
                                                            fps=24.0)
     return {"hidden_states": c.randn("hidden_states", g.batch, tokens, config["in_channels"]),
-            "encoder_hidden_states": _text(c, "encoder_hidden_states", width=config["caption_channels"]),
+            "encoder_hidden_states": text_states(c, "encoder_hidden_states", width=config["caption_channels"]),
             "timestep": torch.full((g.batch, tokens), 500.0), "video_rotary_emb": rope}
 
 
@@ -207,7 +207,7 @@ def _minimax_h3(c: Context) -> dict[str, Any]:
                               torch.arange(audio)[:, None].expand(audio, 3)])
     return {"hidden_states": c.randn("hidden_states", g.batch, video, config["in_channels"] * math.prod(config["patch_size"])),
             "audio_hidden_states": c.randn("audio_hidden_states", g.batch, audio, config["audio_in_channels"]),
-            "encoder_hidden_states": _text(c, "encoder_hidden_states", width=config["text_dim"]),
+            "encoder_hidden_states": text_states(c, "encoder_hidden_states", width=config["text_dim"]),
             "timestep": torch.tensor([0.5, 0.25]), "timestep_indices": (tags == 2).long(), "token_tags": tags,
             "position_ids": position_ids, "text_indices": torch.arange(text),
             "video_indices": torch.arange(text, text + video), "audio_indices": torch.arange(text + video, length)}
