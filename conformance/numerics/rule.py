@@ -207,19 +207,16 @@ def _compare_float(dev, ref, hi, *, rtol, atol, exact, composite=None) -> Compar
         if dev_err <= bound:
             return Comparison(True, "oracle", "", max_abs, max_rel, ratio, note=note)
         oracle_note = f"; rmse vs float64 oracle {dev_err:.3g} > bound {bound:.3g} (CPU's {ref_err:.3g})"
-        second = _composite_bound(dev_err, ref_err, composite, finite, hi64, ref.dtype, m)
-        if second is not None and second[0]:
-            words = _join(second[1], note)
-            return Comparison(True, "composite", "", max_abs, max_rel, ratio, note=words)
-        if second is not None:
-            oracle_note += f"; {second[1]}"
+        comp64 = _finite_composite(composite, finite)
+        second = None if comp64 is None else _composite_bound(dev_err, ref_err, comp64, hi64, ref.dtype)
     else:
         oracle_note = "; no float64 oracle"
-        second = _composite_distance(dev64, ref64, composite, finite, ref.dtype)
-        if second is not None and second[0]:
-            return Comparison(True, "composite", "", max_abs, max_rel, ratio, note=_join(second[1], note))
-        if second is not None:
-            oracle_note += f"; {second[1]}"
+        comp64 = _finite_composite(composite, finite)
+        second = None if comp64 is None else _composite_distance(dev64[finite], ref64[finite], comp64, ref.dtype)
+    if second is not None and second[0]:
+        return Comparison(True, "composite", "", max_abs, max_rel, ratio, note=_join(second[1], note))
+    if second is not None:
+        oracle_note += f"; {second[1]}"
     where = _first_index(~close)
     mismatched = int((~close).sum())
     reason = (
@@ -243,14 +240,18 @@ def _nonfinite_difference(dev64: torch.Tensor, ref64: torch.Tensor) -> Compariso
     return None
 
 
-def _composite_bound(dev_err: float, ref_err: float, composite: torch.Tensor | None, finite: torch.Tensor,
-                     hi64: torch.Tensor, dtype: torch.dtype, m: float) -> tuple[bool, str] | None:
-    """(passes, words) for rule 6's second bound, or None without a usable second reference."""
+def _finite_composite(composite: torch.Tensor | None, finite: torch.Tensor) -> torch.Tensor | None:
+    """Rule 6's second reference at the CPU's finite places, in float64; None without one, or
+    where it is not finite there."""
     if composite is None:
         return None
     comp64 = composite.detach().to("cpu").double()[finite]
-    if not bool(comp64.isfinite().all()):
-        return None
+    return comp64 if bool(comp64.isfinite().all()) else None
+
+
+def _composite_bound(dev_err: float, ref_err: float, comp64: torch.Tensor, hi64: torch.Tensor,
+                     dtype: torch.dtype) -> tuple[bool, str] | None:
+    """(passes, words) for rule 6's second bound, or None when the second reference excuses nothing."""
     comp_err = rmse(comp64, hi64)
     if comp_err <= ref_err:
         return None  # the device's sequence is no less accurate than the CPU's kernel: nothing to excuse
@@ -263,22 +264,16 @@ def _composite_bound(dev_err: float, ref_err: float, composite: torch.Tensor | N
                    f"second bound {bound:.3g}")
 
 
-def _composite_distance(dev64: torch.Tensor, ref64: torch.Tensor, composite: torch.Tensor | None,
-                        finite: torch.Tensor, dtype: torch.dtype) -> tuple[bool, str] | None:
+def _composite_distance(dev64: torch.Tensor, ref64: torch.Tensor, comp64: torch.Tensor,
+                        dtype: torch.dtype) -> tuple[bool, str] | None:
     """Rule 6 where no float64 oracle exists (a model that hard-codes float32): how far a correct
     implementation, the device's own op sequence run on the CPU in the same dtype, lands from the
     CPU's kernel is how far the device may land, times COMPOSITE_MULTIPLIER. (passes, words), or
-    None without a usable second reference or when that sequence lands on the CPU's result."""
-    if composite is None:
-        return None
-    comp64 = composite.detach().to("cpu").double()[finite]
-    ref_finite = ref64[finite]
-    if not bool(comp64.isfinite().all()):
-        return None
-    comp_dist = rmse(comp64, ref_finite)
+    None when that sequence lands on the CPU's result. Every tensor holds the finite places only."""
+    comp_dist = rmse(comp64, ref64)
     if comp_dist == 0:
         return None
-    dev_dist = rmse(dev64[finite], ref_finite)
+    dev_dist = rmse(dev64, ref64)
     bound = COMPOSITE_MULTIPLIER * comp_dist + atol_floor(dtype)
     sequence = f"the device's own op sequence run on the CPU in {_dt(dtype)}"
     if dev_dist <= bound:
