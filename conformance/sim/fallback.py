@@ -93,6 +93,8 @@ class _Scan:
             if x.device.type == DEVICE:
                 self.sims.append(x)
                 self.in_dtypes.add(x.dtype)
+                if type(x) is not torch.Tensor and _is_fake(x):
+                    return _metadata_stand_in(x)
                 return self.lib.cpu_view(x)
             if x.dim() > 0 and x.device.type == "cpu":
                 self.cpu_big = True
@@ -108,6 +110,21 @@ class _Scan:
             self.generator = x
             return None
         return x
+
+
+def _is_fake(x: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(x)
+
+
+def _metadata_stand_in(fake: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor with `fake`'s metadata and no meaningful values, for a fake tensor that
+    reaches a kernel. PyTorch's fake-tensor fallback (an op with no meta kernel, e.g. `geqrf`
+    traced by torch.compile) makes real inputs with `zeros_like(fake, device=...)`, trusting the
+    backend to read only sizes, strides and dtype, as CUDA's composite `zeros_like` does; a
+    fake tensor has no memory to view."""
+    return torch.empty_strided(fake.size(), fake.stride(), dtype=fake.dtype)
 
 
 def _map_args(fn, args, kwargs):
