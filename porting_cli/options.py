@@ -122,13 +122,14 @@ def selection(text: str | None, flag: str) -> list[str]:
     return chosen
 
 
-def engine_options(default_timeout: float = 120.0):
+def engine_options(default_timeout: float = 120.0, compiles: bool = False):
     """--jobs, --timeout, --seed, --resume, --junit, --fail-on, --strict-fallback, --run-group:
     every suite command that runs items through the engine spells them this way."""
     def decorate(func):
         for option in reversed((
             click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes (--executor ray: actors in the whole cluster, one device each)."),
-            click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=default_timeout, show_default=True,
+            click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=None,
+                         show_default=f"{default_timeout:g} s" + ("; 5x with --mode compile" if compiles else ""),
                          help="Seconds one item may run before its worker is killed (TIMEOUT)."),
             click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs, weights and random ops."),
             click.option("--resume", "resume", default=None, help="Finish run RUN_ID: run only the items it has not stored yet."),

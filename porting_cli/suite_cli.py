@@ -33,7 +33,7 @@ class RunOptions:
     dynamic: bool = False
     compile_options: str | None = None
     jobs: int = 1
-    timeout_s: float = 120.0
+    timeout_s: float | None = None  # None: the suite's default for its modes (default_timeout_s)
     seed: int = 0
     resume: str | None = None
     junit_path: str | None = None
@@ -126,7 +126,7 @@ def suite_command(name: str, options_type: type, *, help: str, default_timeout: 
     for decorator in reversed((device_option, sim_profile_option, db_option,
                                *(_click_option(f, spec) for f, spec in cli_fields(options_type)),
                                *(_COMPILE_OPTIONS if compiles else ()), *extra_params,
-                               engine_options(default_timeout=default_timeout), executor_options, series_option)):
+                               engine_options(default_timeout=default_timeout, compiles=compiles), executor_options, series_option)):
         func = decorator(func)
     return click.command(name, help=help)(func)
 
@@ -170,7 +170,7 @@ def run_suite(command: str, options_type: type, run: RunOptions, suite_values: d
     compiling = _compile_settings(run, options)
     fresh = {"suite": primary, **suite.options_to_dict(options), "seed": run.seed, **compiling.to_dict(),
              "run_group": run.run_group, "series": run.series}
-    timeout_s = run.timeout_s
+    timeout_s = run.timeout_s if run.timeout_s is not None else default_timeout_s(suites[0], options)
     runner = None
     if run.resume is None:
         # Everything the user typed is checked before the database is touched: a bad device,
@@ -220,6 +220,18 @@ def _suite_executor(primary, config, adapter):
 
     make = getattr(primary, "make_executor", None)
     return make(config, adapter) if make is not None else get_executor(config)
+
+
+# Compile mode compiles every sample's graph (and recompiles as shapes change) inside the
+# item's time, and a real backend's compiler may take minutes per graph: the eager limit would
+# time out correct items, and the limit is there to catch hangs.
+COMPILE_TIMEOUT_FACTOR = 5
+
+
+def default_timeout_s(suite, options: Any) -> float:
+    """The --timeout a run of `suite` gets when none is given: the suite's, 5x in compile mode."""
+    compiles = "compile" in (getattr(options, "modes", None) or ())
+    return suite.default_timeout_s * (COMPILE_TIMEOUT_FACTOR if compiles else 1)
 
 
 def _run_config(run: RunOptions, adapter, device_string: str, saved: dict[str, Any], options, timeout_s,

@@ -87,7 +87,7 @@ def test_the_cli_grows_the_plugin_command_with_its_options(toy_registered):
     assert shown.exit_code == 0, shown.output
     for option in ("--factor", "--exact", "--device", "--jobs", "--resume", "--fail-on", "--timeout"):
         assert option in shown.output
-    assert "30.0" in shown.output  # the suite's default --timeout
+    assert "(30 s)" in shown.output  # the suite's default --timeout
 
 
 def test_unknown_suite_is_one_sentence():

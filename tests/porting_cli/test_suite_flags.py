@@ -32,3 +32,20 @@ def test_dist_refuses_a_compile_flag(flag):
 def test_suites_with_a_compile_mode_keep_them(command):
     out = invoke(command, "--help")
     assert [flag for flag in COMPILE_FLAGS if flag in out.output] == list(COMPILE_FLAGS)
+
+
+@pytest.mark.parametrize(("name", "modes", "expected"), [
+    ("opinfo", ("eager",), 120.0),
+    ("opinfo", ("compile",), 600.0),
+    ("opinfo", ("eager", "compile"), 600.0),
+    ("model", ("compile",), 1500.0),
+    ("dist", None, 120.0),
+])
+def test_compile_mode_gets_five_times_the_suites_time_limit(name, modes, expected):
+    # Compiling every sample's graph is inside the item's time; the limit is a hang guard.
+    from conformance import suite
+    from porting_cli.suite_cli import default_timeout_s
+
+    chosen = suite.get(name)
+    options = chosen.options_type(**({"modes": modes} if modes else {}))
+    assert default_timeout_s(chosen, options) == expected
