@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from conformance.fused_rnn_cells import run_on_cpu
 from conformance.numerics import Comparison, compare
 from conformance.numerics.ulp import merge_numerics
 from conformance.oprecord import RecordedCall, op_name
@@ -87,7 +88,7 @@ def _run(call: RecordedCall, device_type: str, wide: bool) -> Any:
 
     args, kwargs = pytree.tree_map(argument, (call.args, call.kwargs))
     with torch.no_grad():
-        return call.func(*args, **kwargs)
+        return run_on_cpu(call.func, args, kwargs)
 
 
 def _floating(out: Any) -> bool:

@@ -15,7 +15,8 @@ replaced by that call's CPU result; one no recorded call made (an input moved to
 device beforehand, a module's weight) is copied to the CPU as it is, provided no call
 has written it since it was first read. Anything that cannot be followed (a random op, a
 tensor written in place after it was read, a call the CPU refuses) makes the replay
-unavailable rather than wrong: `replay` returns None.
+unavailable rather than wrong: `replay` returns None. The fused RNN cells ATen sends only to
+accelerators run on the CPU by their reference kernels (conformance/fused_rnn_cells.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from conformance.fused_rnn_cells import run_on_cpu
 from conformance.oprecord import RecordedCall, tensor_key
 
 # Ops whose results depend on a random stream the CPU does not share with the device.
@@ -71,7 +73,7 @@ class _Replay:
                 self.first_read.setdefault(key, version)
         args, kwargs = pytree.tree_map(self._argument, (call.args, call.kwargs))
         try:
-            out = call.func(*args, **kwargs)
+            out = run_on_cpu(call.func, args, kwargs)
         except Exception:
             # An exact (integer or bool) result the CPU has no kernel for (histc of int32
             # expert ids, which MoE layers count off the CPU): the device's own values carry no

@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten
 
+from conformance.fused_rnn_cells import KERNELS as _FUSED_RNN_CELL_KERNELS
+
 from . import faults
 from .dynamo_skip import skip_recursively
 from .faults import DEVICE
@@ -158,11 +160,15 @@ def run(func, args, kwargs):
     if profile is not None:
         faults.before(profile, func, name)
         faults.check_dtypes(profile, in_dtypes if to_sim else (x.dtype for x in sims))
+    accelerator_kernel = _ACCELERATOR_KERNELS.get(name)
     recompute = None
     if profile is not None and faults.has_faults(profile) and faults.wants_recompute(profile, name):
         # Widened copies now: an in-place op is about to overwrite its inputs.
         wide_args, wide_kwargs = _map_args(faults.widened, cargs, ckwargs)
-        recompute = lambda: func(*wide_args, **wide_kwargs)  # noqa: E731
+        if accelerator_kernel is not None:
+            recompute = lambda: accelerator_kernel(func, wide_args, wide_kwargs)  # noqa: E731
+        else:
+            recompute = lambda: func(*wide_args, **wide_kwargs)  # noqa: E731
 
     index = _device_index(sims, scan.named_index)
     generator = scan.generator
@@ -172,8 +178,8 @@ def run(func, args, kwargs):
             out = func(*cargs, **ckwargs)
         finally:
             lib.leave_rng()
-    elif name in _ACCELERATOR_KERNELS:
-        out = _ACCELERATOR_KERNELS[name](func, cargs, ckwargs)
+    elif accelerator_kernel is not None:
+        out = accelerator_kernel(func, cargs, ckwargs)
     else:
         out = func(*cargs, **ckwargs)
 
@@ -238,10 +244,11 @@ def _histc_any_dtype(func, args, kwargs):
     return func(x.double(), *args[1:], **kwargs).to(x.dtype)
 
 
-# Ops whose CPU kernel lacks dtypes that accelerator kernels have, and that real
-# code relies on: Transformers' grouped-matmul MoE path calls histc on int32
-# tensors on every non-CPU device (CUDA's histc takes integers).
-_ACCELERATOR_KERNELS = {"aten.histc.default": _histc_any_dtype}
+# Kernels accelerators have and the CPU lacks, that real code relies on: histc on integer
+# dtypes (Transformers' grouped-matmul MoE path calls it on int32 tensors on every non-CPU
+# device; CUDA's histc takes integers), and the fused RNN cells that ATen sends only to
+# accelerators (conformance/fused_rnn_cells.py).
+_ACCELERATOR_KERNELS = {"aten.histc.default": _histc_any_dtype, **_FUSED_RNN_CELL_KERNELS}
 
 
 def _fallback_kernel(op, *args, **kwargs):
