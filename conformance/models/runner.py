@@ -75,7 +75,8 @@ def run_item(item: WorkItem, ctx) -> Result:
             ref_model = _copy(base, "cpu", dtype)
             ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
         except _RefFailure as exc:
-            return result_for(item, ReferenceFailed(f"CPU reference failed: {exc}"), extra={**extra, "stage": "reference"})
+            reason = _model_bug(ref_model, "cpu", dtype, exc.__cause__) or str(exc)
+            return result_for(item, ReferenceFailed(f"CPU reference failed: {reason}"), extra={**extra, "stage": "reference"})
         hi_model = hi_out = None
         if item.variant != "generate" and dtype != torch.float64:
             try:
@@ -91,6 +92,8 @@ def run_item(item: WorkItem, ctx) -> Result:
                                           f"finite; {'float32 oracle used' if hi_out is not None else 'none used'}", 300)
     device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed, forward=_forward_of(item, run))
     failure = device_run.execute()
+    if failure is not None and (bug := device_run.model_bug(failure)) is not None:
+        return result_for(item, ReferenceFailed(bug), extra={**extra, "stage": "device placement"})
     fields = {"aten_ops": dict(device_run.ops), "fallback_ops": sorted(device_run.fallbacks), "extra": extra,
               "check": "exact" if item.variant == "generate" else "numerics"}
     if device_run.random_ops:
@@ -136,7 +139,11 @@ def _transformers_item(item: WorkItem, options: ModelOptions, seed: int):
     except zoo.BuildError as exc:
         return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
     try:
-        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+        # Inputs are found by trying layouts on the model (patches.accepted), and a forward may cache
+        # state in plain attributes (Mimi's codebooks cache `_embed`) that `.to()` does not move; so the
+        # trials run on a throwaway copy, and every copy made of `base` is as fresh as a user's model.
+        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward",
+                             model=copy.deepcopy(base))
     except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
         return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
                           extra={"task": entry.task, "stage": "inputs"})
@@ -319,6 +326,17 @@ def _on_cpu(run, model, inputs, dtype, seed):
         raise _RefFailure(f"{type(exc).__name__}: {str(exc).strip()}") from exc
 
 
+def _model_bug(model, device_type: str, dtype, failure: BaseException) -> str | None:
+    """Why `failure`, raised by `model` after `.to(device_type, dtype)`, is the model's own bug (a
+    device or dtype mix on state `.to()` did not reach, stray_state.py), or None."""
+    from conformance.models.stray_state import is_mixed_placement, model_bug_reason, stray_state
+
+    if model is None or not is_mixed_placement(failure):
+        return None
+    stray = stray_state(model, device_type, dtype)
+    return shorten(model_bug_reason(stray, f"{type(failure).__name__}: {str(failure).strip()}")) if stray else None
+
+
 class _DeviceRun:
     """Copies the model to the device, runs the variant, records ops, fallbacks and the failing op."""
 
@@ -379,6 +397,10 @@ class _DeviceRun:
         except Exception as exc:  # noqa: BLE001 - the device's failure is the result
             return exc
         return None
+
+    def model_bug(self, failure: BaseException) -> str | None:
+        """Why `failure` is the model's own bug (stray_state.py), or None where the backend may be at fault."""
+        return _model_bug(self.model, self.ctx.device_type, self.dtype, failure)
 
     def snapshot_calls(self) -> list:
         """The item once more on the device, each aten call's inputs and outputs kept as CPU
