@@ -189,3 +189,14 @@ def test_a_model_that_draws_noise_gets_its_second_reference_and_a_fault_still_fa
     use_profile(SIGMOID_FAULT)
     caught = against_composite(*_noisy_backward(models_ctx), failed, runner.judge_grads)
     assert not caught.ok and "primitive aten.sigmoid.default of the device's op sequence fails" in caught.reason
+
+
+@pytest.mark.parametrize("model_type", ["kimi_linear", "qwen3_next"])
+def test_linear_attention_heads_shrink_like_the_attentions(model_type):
+    """A tiny config keeps every kept intermediate small, so rule 6 can keep a backward to replay
+    (64 KDA heads of 128 kept GLM-5-Next's at 13 GB); both namings of linear-attention heads."""
+    from conformance.models import zoo
+
+    values = zoo.build_config(zoo.pairs()[model_type]).to_dict()
+    linear = {k: v for k, v in values.items() if k.startswith("linear_") and ("head" in k)}
+    assert linear and all(v <= (8 if k.endswith("head_dim") else 4) for k, v in linear.items()), linear
