@@ -75,7 +75,9 @@ def run_item(item: WorkItem, ctx) -> Result:
             ref_model = _copy(base, "cpu", dtype)
             ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
         except _RefFailure as exc:
-            reason = _model_bug(ref_model, "cpu", dtype, exc.__cause__) or str(exc)
+            from conformance.models.stray_state import model_bug
+
+            reason = model_bug(ref_model, "cpu", dtype, exc.__cause__) or str(exc)
             return result_for(item, ReferenceFailed(f"CPU reference failed: {reason}"), extra={**extra, "stage": "reference"})
         hi_model = hi_out = None
         if item.variant != "generate" and dtype != torch.float64:
@@ -326,17 +328,6 @@ def _on_cpu(run, model, inputs, dtype, seed):
         raise _RefFailure(f"{type(exc).__name__}: {str(exc).strip()}") from exc
 
 
-def _model_bug(model, device_type: str, dtype, failure: BaseException) -> str | None:
-    """Why `failure`, raised by `model` after `.to(device_type, dtype)`, is the model's own bug (a
-    device or dtype mix on state `.to()` did not reach, stray_state.py), or None."""
-    from conformance.models.stray_state import is_mixed_placement, model_bug_reason, stray_state
-
-    if model is None or not is_mixed_placement(failure):
-        return None
-    stray = stray_state(model, device_type, dtype)
-    return shorten(model_bug_reason(stray, f"{type(failure).__name__}: {str(failure).strip()}")) if stray else None
-
-
 class _DeviceRun:
     """Copies the model to the device, runs the variant, records ops, fallbacks and the failing op."""
 
@@ -400,7 +391,9 @@ class _DeviceRun:
 
     def model_bug(self, failure: BaseException) -> str | None:
         """Why `failure` is the model's own bug (stray_state.py), or None where the backend may be at fault."""
-        return _model_bug(self.model, self.ctx.device_type, self.dtype, failure)
+        from conformance.models.stray_state import model_bug
+
+        return model_bug(self.model, self.ctx.device_type, self.dtype, failure)
 
     def snapshot_calls(self) -> list:
         """The item once more on the device, each aten call's inputs and outputs kept as CPU

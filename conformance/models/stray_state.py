@@ -82,7 +82,16 @@ def _held(item: Any, path: str, container: str, stray) -> Iterator[tuple[str, st
             yield path, f"module in a plain {container}, not an nn.ModuleList/ModuleDict"
 
 
-def model_bug_reason(stray: list[str], exc_text: str) -> str:
-    """The REF_ERROR message of a run that failed on state `.to()` did not reach."""
-    return (f"model bug, not the backend's: Module.to() does not move or cast {', '.join(stray)}, so the model "
-            f"mixes devices or dtypes wherever it is moved or cast (on CUDA too): {exc_text}")
+def model_bug(model: Any, device_type: str, dtype: Any, failure: BaseException | None) -> str | None:
+    """The REF_ERROR message of `failure`, raised by `model` after `.to(device_type, dtype)`, where
+    it is a device or dtype mix on state `.to()` did not reach; None where the model is not to blame."""
+    from op_db.records import shorten
+
+    if model is None or failure is None or not is_mixed_placement(failure):
+        return None
+    stray = stray_state(model, device_type, dtype)
+    if not stray:
+        return None
+    return shorten(f"model bug, not the backend's: Module.to() does not move or cast {', '.join(stray)}, so the "
+                   f"model mixes devices or dtypes wherever it is moved or cast (on CUDA too): "
+                   f"{type(failure).__name__}: {str(failure).strip()}")

@@ -69,6 +69,17 @@ def test_layers_in_a_plain_list_are_a_model_bug_not_a_device_error(models_ctx):
         "projections[0], projections[1] (module in a plain list, not an nn.ModuleList/ModuleDict)"]
 
 
+def test_layers_in_a_plain_list_break_the_cpu_reference_in_bf16_as_a_model_bug():
+    from conformance.models.stray_state import model_bug
+
+    model = PlainListLayers().to(torch.bfloat16)
+    with pytest.raises(RuntimeError) as raised:
+        model(torch.randn(2, 4, dtype=torch.bfloat16))
+    reason = model_bug(model, "cpu", torch.bfloat16, raised.value)
+    assert reason.startswith("model bug, not the backend's: Module.to() does not move or cast projections[0]")
+    assert model_bug(model, "cpu", torch.bfloat16, RuntimeError("index 7 is out of bounds")) is None
+
+
 def test_a_device_error_without_stray_state_stays_the_devices(models_ctx):
     torch.manual_seed(0)
     healthy = PlainListLayers()
