@@ -45,6 +45,7 @@ class RecordedCall:
     kwargs: dict
     out: Any
     versions: dict[int, int]
+    drawn: Any = None  # a random call kept by reference: CPU copies of its results as it made them
 
 
 def tensor_key(t: torch.Tensor) -> int:
@@ -116,7 +117,10 @@ class OpRecorder(TorchDispatchMode):
         if on_device or touches_device((), {}, out, self.device_type):
             self.ops[name] += 1
             if self.keep_calls == "references" and not self.calls_dropped:
-                self.calls.append(RecordedCall(func, args, kwargs, out, before))
+                # A draw's values are copied now: a later in-place write through any alias would
+                # change what a replay reads, and no version counter shows every alias's writes.
+                drawn = self._snapshot(out) if torch.Tag.nondeterministic_seeded in func.tags else None
+                self.calls.append(RecordedCall(func, args, kwargs, out, before, drawn))
                 self._count_kept(out)
             elif self.keep_calls == "snapshots" and before is not None and not self.calls_dropped:
                 snapshot = self._snapshot(out)

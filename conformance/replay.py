@@ -13,10 +13,11 @@ runs on the CPU.
 Tensors are followed by identity (`tensor_key`): a device tensor an earlier call made is
 replaced by that call's CPU result; one no recorded call made (an input moved to the
 device beforehand, a module's weight) is copied to the CPU as it is, provided no call
-has written it since it was first read. Anything that cannot be followed (a random op, a
-tensor written in place after it was read, a call the CPU refuses) makes the replay
-unavailable rather than wrong: `replay` returns None. The fused RNN cells ATen sends only to
-accelerators run on the CPU by their reference kernels (conformance/fused_rnn_cells.py).
+has written it since it was first read. Anything that cannot be followed (a random op whose
+numbers did not come from the CPU, a tensor written in place after it was read, a call the CPU
+refuses) makes the replay unavailable rather than wrong: `replay` returns None. The fused RNN
+cells ATen sends only to accelerators run on the CPU by their reference kernels
+(conformance/fused_rnn_cells.py).
 """
 
 from __future__ import annotations
@@ -39,11 +40,14 @@ class ReplayUnavailable(Exception):
 
 
 def replay(calls: list[RecordedCall], outputs: Any, device_type: str,
-           to_cpu: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Any | None:
+           to_cpu: Callable[[torch.Tensor], torch.Tensor] | None = None, draws_from_cpu: bool = False) -> Any | None:
     """`outputs` (a tree of the run's device tensors) as the CPU computes them by replaying
-    `calls` in order; None when the replay is unavailable (see the module docstring)."""
+    `calls` in order; None when the replay is unavailable (see the module docstring).
+    `draws_from_cpu`: the run drew its random numbers from the CPU's generator and moved them
+    over (the models suite's RandomOnCpu), so a random call's device result holds the CPU's own
+    numbers and the replay takes them as they are instead of giving up."""
     try:
-        return _Replay(device_type, to_cpu or _copy_to_cpu).run(calls, outputs)
+        return _Replay(device_type, to_cpu or _copy_to_cpu, draws_from_cpu).run(calls, outputs)
     except Exception:  # a replay is a second opinion: when it cannot be had, the rule goes without
         return None
 
@@ -53,9 +57,10 @@ def _copy_to_cpu(t: torch.Tensor) -> torch.Tensor:
 
 
 class _Replay:
-    def __init__(self, device_type: str, to_cpu: Callable[[torch.Tensor], torch.Tensor]):
+    def __init__(self, device_type: str, to_cpu: Callable[[torch.Tensor], torch.Tensor], draws_from_cpu: bool = False):
         self.device_type = device_type
         self.to_cpu = to_cpu
+        self.draws_from_cpu = draws_from_cpu
         self.made: dict[int, Any] = {}  # tensor_key of a recorded output -> its CPU counterpart
         self.first_read: dict[int, int] = {}  # tensor_key of an outside tensor -> its version when first read
 
@@ -67,7 +72,8 @@ class _Replay:
 
     def _call(self, call: RecordedCall) -> None:
         if any(tag.name in _RANDOM_TAGS for tag in getattr(call.func, "tags", ())):
-            raise ReplayUnavailable(f"{call.func} draws random numbers")
+            self._drawn(call)
+            return
         for key, version in call.versions.items():
             if key not in self.made:
                 self.first_read.setdefault(key, version)
@@ -89,6 +95,15 @@ class _Replay:
         for before, after in zip(recorded, replayed):
             if isinstance(before, torch.Tensor):
                 self.made[tensor_key(before)] = after
+
+    def _drawn(self, call: RecordedCall) -> None:
+        """A random call: the numbers it drew, as the recorder copied them when the call returned,
+        where those are the CPU's own (`draws_from_cpu`); else no replay."""
+        if not self.draws_from_cpu or call.drawn is None:
+            raise ReplayUnavailable(f"{call.func} draws random numbers")
+        for made, drawn in zip(pytree.tree_leaves(call.out), pytree.tree_leaves(call.drawn)):
+            if isinstance(made, torch.Tensor):
+                self.made[tensor_key(made)] = drawn.to("cpu")
 
     def _argument(self, value: Any) -> Any:
         if isinstance(value, torch.device) and value.type == self.device_type:
@@ -120,3 +135,4 @@ class _Replay:
         if value.device.type == self.device_type:
             return self._outside(value)
         return value
+

@@ -29,7 +29,9 @@ def against_composite(device_run: Any, ref_out: Any, hi_out: Any, failed: Compar
     device_type = device_run.ctx.device_type
     if not device_run.calls:  # none kept (too large to keep): no replay, since nothing was replayed
         return failed
-    second = replay(device_run.calls, device_run.device_output, device_type)
+    # The runner draws every random op on the CPU (randomness.RandomOnCpu): the device's draws
+    # are the CPU's numbers, so the replay takes them (VibeVoice's diffusion head draws noise).
+    second = replay(device_run.calls, device_run.device_output, device_type, draws_from_cpu=True)
     if second is None:
         return failed
     judged = judge(device_run.output, ref_out, hi_out, composite=second)

@@ -75,7 +75,10 @@ def run_item(item: WorkItem, ctx) -> Result:
             ref_model = _copy(base, "cpu", dtype)
             ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
         except _RefFailure as exc:
-            return result_for(item, ReferenceFailed(f"CPU reference failed: {exc}"), extra={**extra, "stage": "reference"})
+            from conformance.models.stray_state import model_bug
+
+            reason = model_bug(ref_model, "cpu", dtype, exc.__cause__) or str(exc)
+            return result_for(item, ReferenceFailed(f"CPU reference failed: {reason}"), extra={**extra, "stage": "reference"})
         hi_model = hi_out = None
         if item.variant != "generate" and dtype != torch.float64:
             try:
@@ -91,6 +94,8 @@ def run_item(item: WorkItem, ctx) -> Result:
                                           f"finite; {'float32 oracle used' if hi_out is not None else 'none used'}", 300)
     device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed, forward=_forward_of(item, run))
     failure = device_run.execute()
+    if failure is not None and (bug := device_run.model_bug(failure)) is not None:
+        return result_for(item, ReferenceFailed(bug), extra={**extra, "stage": "device placement"})
     fields = {"aten_ops": dict(device_run.ops), "fallback_ops": sorted(device_run.fallbacks), "extra": extra,
               "check": "exact" if item.variant == "generate" else "numerics"}
     if device_run.random_ops:
@@ -136,7 +141,11 @@ def _transformers_item(item: WorkItem, options: ModelOptions, seed: int):
     except zoo.BuildError as exc:
         return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
     try:
-        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+        # Inputs are found by trying layouts on the model (patches.accepted), and a forward may cache
+        # state in plain attributes (Mimi's codebooks cache `_embed`) that `.to()` does not move; so the
+        # trials run on a throwaway copy, and every copy made of `base` is as fresh as a user's model.
+        inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward",
+                             model=copy.deepcopy(base))
     except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
         return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
                           extra={"task": entry.task, "stage": "inputs"})
@@ -379,6 +388,12 @@ class _DeviceRun:
         except Exception as exc:  # noqa: BLE001 - the device's failure is the result
             return exc
         return None
+
+    def model_bug(self, failure: BaseException) -> str | None:
+        """Why `failure` is the model's own bug (stray_state.py), or None where the backend may be at fault."""
+        from conformance.models.stray_state import model_bug
+
+        return model_bug(self.model, self.ctx.device_type, self.dtype, failure)
 
     def snapshot_calls(self) -> list:
         """The item once more on the device, each aten call's inputs and outputs kept as CPU

@@ -34,6 +34,10 @@ SIZE_RULES: dict[str, int] = {
     **dict.fromkeys(("num_experts_per_tok", "moe_topk", "moe_k", "top_k", "num_selected_experts",
                      "num_experts_per_token"), 2),
     "num_key_value_heads": 2,
+    # A linear-attention layer's own heads (gated DeltaNet, KDA): GLM-5-Next's 64 heads of 128 kept
+    # its tiny backward's intermediates at 13 GB, past what rule 6 can keep to replay
+    **dict.fromkeys(("linear_num_heads", "linear_num_key_heads", "linear_num_value_heads"), 4),
+    **dict.fromkeys(("linear_head_dim", "linear_key_head_dim", "linear_value_head_dim"), 8),
     "n_shared_experts": 1,
     "vocab_size": VOCAB,
     "encoder_hash_byte_group_vocab": VOCAB,  # BLT's hashed n-gram embeddings (500k rows by default)
