@@ -191,10 +191,14 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
     if labels:
         if task == "sequence-classification":
             inputs["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=_generator(seed + 2))
-        elif task == "seq2seq-lm":
-            inputs["labels"] = inputs["decoder_input_ids"].clone()
         else:
-            inputs["labels"] = ids.clone()
+            conventional = inputs["decoder_input_ids"] if task == "seq2seq-lm" else ids
+            if model is None:
+                inputs["labels"] = conventional.clone()
+            else:  # the layout the model's own loss head accepts (labels.py)
+                from conformance.models.labels import fit_labels
+
+                inputs = fit_labels(model, inputs, conventional.clone(), seed)
     return inputs
 
 

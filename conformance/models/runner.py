@@ -75,7 +75,11 @@ def run_item(item: WorkItem, ctx) -> Result:
             ref_model = _copy(base, "cpu", dtype)
             ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
         except _RefFailure as exc:
-            return result_for(item, ReferenceFailed(f"CPU reference failed: {exc}"), extra={**extra, "stage": "reference"})
+            from conformance.models.ref_failure import explain
+
+            message = explain(str(exc), dtype, lambda: _on_cpu(run, _copy(base, "cpu", torch.float32), inputs,
+                                                               torch.float32, seed))
+            return result_for(item, ReferenceFailed(message), extra={**extra, "stage": "reference"})
         hi_model = hi_out = None
         if item.variant != "generate" and dtype != torch.float64:
             try:
@@ -131,12 +135,18 @@ def _transformers_item(item: WorkItem, options: ModelOptions, seed: int):
         return result_for(item, NotApplicable(f"unknown model type {item.subject!r}"))
     if item.variant == "generate" and entry.task not in zoo.GENERATIVE_TASKS:
         return result_for(item, NotApplicable(f"{entry.task} models do not generate"))
+    if not zoo.class_exists(entry):  # Transformers' auto mapping names a class it does not define
+        return result_for(item, NotApplicable(zoo.missing_class_reason(entry)), extra={"task": entry.task})
     try:
         base = zoo.build_model(entry, attn=options.attn, seed=seed)
     except zoo.BuildError as exc:
         return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
+    from conformance.models.documented import GenerateOnly
+
     try:
         inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward", model=base)
+    except GenerateOnly as exc:
+        return result_for(item, NotApplicable(str(exc)), extra={"task": entry.task, "stage": "inputs"})
     except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
         return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
                           extra={"task": entry.task, "stage": "inputs"})
@@ -188,7 +198,9 @@ def _forward_of(item: WorkItem, run: Callable) -> Callable:
 
 
 def _copy(model, device, dtype):
-    return copy.deepcopy(model).to(device=device, dtype=dtype)
+    from conformance.models.dtype_plan import cast_model
+
+    return cast_model(copy.deepcopy(model), device, dtype)
 
 
 def _oracle_copy(base):
