@@ -30,17 +30,37 @@ RULES: tuple[tuple[re.Pattern, str], ...] = (
 )
 
 
-def explain(error: str, dtype, run_in_float32: Callable[[], object]) -> str:
+ONE_SAMPLE = ("the model fails on the CPU for a batch of {batch} but runs one sample: a batching bug in the "
+              "model (it shapes a tensor as if the batch were 1)")
+
+
+def explain(error: str, dtype, run_in_float32: Callable[[], object], run_one_sample: Callable[[], object]) -> str:
     """The message of a CPU reference that raised `error` in `dtype`: the cause first where a
-    rule names it and the float32 run (`run_in_float32`, raising if it fails) confirms it is
-    the dtype's doing, then the exception."""
+    rule names it and a second CPU run confirms it (in float32 for the dtype rules, on the
+    first sample of every input for a batching bug; each callable raises if its run fails),
+    then the exception."""
     import torch
+
+    from conformance.models.tokens import BATCH
 
     if dtype in (torch.bfloat16, torch.float16):
         for pattern, meaning in RULES:
             if pattern.search(error) and _passes(run_in_float32):
                 return f"CPU reference failed: {meaning.format(dtype=str(dtype).removeprefix('torch.'))}: {error}"
+    if _passes(run_one_sample):
+        return f"CPU reference failed: {ONE_SAMPLE.format(batch=BATCH)}: {error}"
     return f"CPU reference failed: {error}"
+
+
+def first_sample(inputs: dict):
+    """`inputs` cut to their first sample: every tensor whose first dimension is the batch."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from conformance.models.tokens import BATCH
+
+    return pytree.tree_map(lambda t: t[:1] if isinstance(t, torch.Tensor) and t.ndim and t.shape[0] == BATCH else t,
+                           inputs)
 
 
 def _passes(run: Callable[[], object]) -> bool:

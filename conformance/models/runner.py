@@ -75,10 +75,15 @@ def run_item(item: WorkItem, ctx) -> Result:
             ref_model = _copy(base, "cpu", dtype)
             ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
         except _RefFailure as exc:
+            if isinstance(exc.__cause__, NothingToDifferentiate):
+                return result_for(item, NotApplicable(str(exc.__cause__)), extra={**extra, "stage": "reference"})
             from conformance.models.ref_failure import explain
 
-            message = explain(str(exc), dtype, lambda: _on_cpu(run, _copy(base, "cpu", torch.float32), inputs,
-                                                               torch.float32, seed))
+            from conformance.models.ref_failure import first_sample
+
+            message = explain(str(exc), dtype,
+                              lambda: _on_cpu(run, _copy(base, "cpu", torch.float32), inputs, torch.float32, seed),
+                              lambda: _on_cpu(run, _copy(base, "cpu", dtype), first_sample(inputs), dtype, seed))
             return result_for(item, ReferenceFailed(message), extra={**extra, "stage": "reference"})
         hi_model = hi_out = None
         if item.variant != "generate" and dtype != torch.float64:
@@ -287,6 +292,16 @@ def run_backward(model, inputs):
     return {"loss": loss.detach(), "grads": grads, "surrogate": surrogate}
 
 
+class NothingToDifferentiate(RuntimeError):
+    """No loss head and no floating output that carries a gradient: a backward item has nothing
+    to compare, on the CPU or any device."""
+
+    def __init__(self):
+        super().__init__("nothing to differentiate: the model has no loss head and its forward returns no floating "
+                         "tensor that carries a gradient (integer codes only, or a forward run under "
+                         "torch.inference_mode)")
+
+
 def surrogate_loss(outputs):
     """sum(output * w) over the floating outputs, each w drawn on the CPU from a fixed seed (a
     plain sum would cancel to nothing after a normalisation)."""
@@ -297,7 +312,7 @@ def surrogate_loss(outputs):
     terms = [(t.float() * torch.randn(t.shape, generator=generator).to(t.device)).sum()
              for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
     if not terms:
-        raise RuntimeError("the model has no loss head and no differentiable floating output")
+        raise NothingToDifferentiate()
     return torch.stack(terms).sum()
 
 

@@ -122,22 +122,57 @@ def test_a_model_is_cast_the_way_from_pretrained_casts_it(dtype):
     assert cast_model(_fp32_router_model(), "cpu", torch.float64).router.weight.dtype == torch.float64
 
 
+def _fails():
+    raise RuntimeError("this run fails too")
+
+
 def test_a_dtype_failure_of_the_model_says_so_when_its_float32_run_passes():
     from conformance.models.ref_failure import explain
 
     error = "RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16"
-    message = explain(error, torch.bfloat16, lambda: None)
+    message = explain(error, torch.bfloat16, lambda: None, _fails)
     assert "hard-codes float32" in message and "bfloat16" in message and message.endswith(error)
-
-    def fails():
-        raise RuntimeError("broken in float32 too")
-
-    assert explain(error, torch.bfloat16, fails) == f"CPU reference failed: {error}"
-    assert explain(error, torch.float32, lambda: None) == f"CPU reference failed: {error}"
+    assert explain(error, torch.bfloat16, _fails, _fails) == f"CPU reference failed: {error}"
+    assert explain(error, torch.float32, lambda: None, _fails) == f"CPU reference failed: {error}"
     fft = "RuntimeError: Unsupported dtype BFloat16"
-    assert "no bfloat16 kernel on the CPU" in explain(fft, torch.bfloat16, lambda: None)
+    assert "no bfloat16 kernel on the CPU" in explain(fft, torch.bfloat16, lambda: None, _fails)
     other = "ValueError: All samples in the batch must have at least one question token."
-    assert explain(other, torch.bfloat16, lambda: None) == f"CPU reference failed: {other}"
+    assert explain(other, torch.bfloat16, lambda: None, _fails) == f"CPU reference failed: {other}"
+
+
+def test_a_model_that_runs_one_sample_but_not_two_is_called_a_batching_bug():
+    from conformance.models.ref_failure import explain, first_sample
+    from conformance.models.tokens import BATCH
+
+    error = "RuntimeError: shape '[2, 1, 7, 32]' is invalid for input of size 224"
+    message = explain(error, torch.float32, _fails, lambda: None)
+    assert f"fails on the CPU for a batch of {BATCH} but runs one sample" in message and message.endswith(error)
+    cut = first_sample({"pixel_values": torch.ones(BATCH, 3), "grid": torch.ones(5, 3), "frame_idx": 0})
+    assert cut["pixel_values"].shape == (1, 3) and cut["grid"].shape == (5, 3) and cut["frame_idx"] == 0
+
+
+def test_a_forward_with_nothing_to_differentiate_is_not_a_reference_failure():
+    from conformance.models.runner import NothingToDifferentiate, surrogate_loss
+
+    with pytest.raises(NothingToDifferentiate, match="nothing to differentiate"):
+        surrogate_loss({"audio_codes": torch.ones(2, 3, dtype=torch.long), "under_inference_mode": torch.ones(2)})
+    assert surrogate_loss({"x": torch.ones(2, requires_grad=True)}).requires_grad
+
+
+def test_a_question_token_is_put_in_every_row_where_the_config_names_one():
+    from conformance.models.inputs import _with_question_tokens
+
+    ids = torch.zeros(2, 8, dtype=torch.long)
+    marked = _with_question_tokens(types.SimpleNamespace(question_token_id=7), {"input_ids": ids})["input_ids"]
+    assert ((marked == 7).sum(dim=1) == 1).all() and not ids.any()
+    assert _with_question_tokens(types.SimpleNamespace(), {"input_ids": ids})["input_ids"] is ids
+
+
+def test_layout_boxes_follow_the_token_ids():
+    from conformance.models.modalities import layout_boxes
+
+    boxes = layout_boxes((2, 10), seed=0)
+    assert boxes.shape == (2, 10, 4) and (boxes[..., :2] <= boxes[..., 2:]).all() and boxes.max() < 1000
 
 
 def test_a_generate_only_model_names_its_parts():
@@ -167,3 +202,24 @@ def test_a_class_the_auto_mapping_names_but_transformers_lacks_is_not_a_model_fa
     assert not class_exists(entry)
     assert "defines no such class" in missing_class_reason(entry)
     assert class_exists(ZooEntry("bert", "base", "BertModel", "BertConfig"))
+
+
+class _DocumentLM(_PredictsItsInput):
+    """A document model (UDOP-like): every token has a layout box, which it cannot do without."""
+
+    def forward(self, input_ids, attention_mask=None, bbox=None, labels=None):
+        if bbox is None or bbox.shape[:2] != input_ids.shape:
+            raise TypeError("'NoneType' object is not subscriptable")
+        return super().forward(input_ids, labels=labels)
+
+
+def test_a_document_model_gets_a_layout_box_per_token():
+    from transformers import PretrainedConfig
+
+    from conformance.models.inputs import make_inputs
+
+    model = _DocumentLM()
+    model.config = PretrainedConfig(vocab_size=16)
+    inputs = make_inputs("causal-lm", model.config, 0, labels=True, model=model)
+    assert inputs["bbox"].shape == (*inputs["input_ids"].shape, 4)
+    assert model(**inputs).loss is not None
