@@ -98,6 +98,13 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     """(image keyword arguments, placeholder tokens per image) for a vision-language model: the
     first layout its own `get_image_features` accepts, and how many feature rows it made (the
     count depends on patching, merging, CLS cropping and pooling, so it is measured, not derived)."""
+    if "images_per_sample" in inspect.signature(model.forward).parameters:
+        from conformance.models.documented import MissingInputBuilder
+
+        raise MissingInputBuilder(
+            f"{type(model).__name__} counts each sample's images with `images_per_sample`, the grid of an image to "
+            f"generate among them, and splices VQ codes, not features, into its text: no rule builds that "
+            f"layout yet (a gap of this suite, not of the model)")
     encoder = image_encoder(model)
     candidates = _image_candidates(model, config, seed) if encoder is not None else []
     for candidate in candidates:

@@ -151,6 +151,15 @@ def test_a_model_that_runs_one_sample_but_not_two_is_called_a_batching_bug():
     assert cut["pixel_values"].shape == (1, 3) and cut["grid"].shape == (5, 3) and cut["frame_idx"] == 0
 
 
+def test_a_backward_that_needs_training_mode_says_the_suite_runs_eval_mode():
+    from conformance.models.ref_failure import explain
+
+    error = ("AssertionError: If you want to train `ReformerModel` and its variations, make sure to use "
+             "`model.train()` to put the model into training mode.")
+    message = explain(error, torch.float32, _fails, _fails)
+    assert "only in training mode" in message and "eval mode" in message and message.endswith(error)
+
+
 def test_a_forward_with_nothing_to_differentiate_is_not_a_reference_failure():
     from conformance.models.runner import NothingToDifferentiate, surrogate_loss
 
@@ -223,3 +232,15 @@ def test_a_document_model_gets_a_layout_box_per_token():
     inputs = make_inputs("causal-lm", model.config, 0, labels=True, model=model)
     assert inputs["bbox"].shape == (*inputs["input_ids"].shape, 4)
     assert model(**inputs).loss is not None
+
+
+def test_a_forward_counting_images_per_sample_says_the_suite_has_no_rule_for_it():
+    from conformance.models.documented import MissingInputBuilder
+    from conformance.models.inputs import image_inputs
+
+    class TargetGrids(torch.nn.Module):
+        def forward(self, input_ids, pixel_values=None, image_grid_thw=None, images_per_sample=None):
+            return input_ids
+
+    with pytest.raises(MissingInputBuilder, match="a gap of this suite, not of the model"):
+        image_inputs(TargetGrids(), types.SimpleNamespace(), 0)
