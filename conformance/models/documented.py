@@ -137,6 +137,21 @@ class MissingInputBuilder(Exception):
     """No rule builds this forward's main input."""
 
 
+class GenerateOnly(MissingInputBuilder):
+    """The model has no forward at all, only `generate` (a pipeline of several models): a
+    forward or backward item has nothing to run, on the CPU or the device."""
+
+
+def generate_only(model: Any) -> GenerateOnly:
+    """The reason, naming the parts that do have a forward (the zoo checks a part itself where
+    Transformers lists it as a model type, e.g. the Qwen Omni thinkers)."""
+    parts = [f"{name} ({type(child).__name__})" for name, child in model.named_children()
+             if hasattr(child, "config") and getattr(child.forward, "__name__", "") != "_forward_unimplemented"]
+    named = f"; its parts with a forward: {', '.join(parts)}" if parts else ""
+    return GenerateOnly(f"{type(model).__name__} has no forward of its own (generate only): nothing to run "
+                        f"forward or backward{named}")
+
+
 # Documented arguments left to the model even where a forward has no other input: it derives them.
 DERIVED = frozenset({"position_ids", "cache_position", "past_key_values", "cache", "labels", "head_mask",
                      "inputs_embeds", "decoder_inputs_embeds"})
@@ -148,7 +163,7 @@ def inputs_of_forward_without_main_input(model: Any, params: dict[str, inspect.P
     model derives)."""
     if getattr(model.forward, "__name__", "") == "_forward_unimplemented":
         # generate-only pipelines of several models (Bark, the Qwen Omni wrappers)
-        raise MissingInputBuilder(f"{type(model).__name__} has no forward of its own (generate only)")
+        raise generate_only(model)
     required = required_params(params)
     documented = documented_tensors(model.forward, frozenset(required))
     wanted = {name for name in documented if name in params

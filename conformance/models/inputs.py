@@ -21,6 +21,9 @@ NUM_LABELS = 2
 LEGACY_TASKS = frozenset({"causal-lm", "seq2seq-lm", "masked-lm", "sequence-classification",
                           "image-classification", "image-text-to-text"})
 AUDIO_TOKEN_KEYS = ("audio_token_id", "audio_token_index")
+# The config key of a token a span-selection head finds its questions by (Splinter's recurring-span
+# pretraining): every sample needs one, as every real question carries it.
+QUESTION_TOKEN_KEYS = ("question_token_id",)
 
 
 def _image_candidates(model: Any, config: Any, seed: int) -> list[dict[str, Any]]:
@@ -95,6 +98,13 @@ def image_inputs(model: Any, config: Any, seed: int) -> tuple[dict[str, Any], in
     """(image keyword arguments, placeholder tokens per image) for a vision-language model: the
     first layout its own `get_image_features` accepts, and how many feature rows it made (the
     count depends on patching, merging, CLS cropping and pooling, so it is measured, not derived)."""
+    if "images_per_sample" in inspect.signature(model.forward).parameters:
+        from conformance.models.documented import MissingInputBuilder
+
+        raise MissingInputBuilder(
+            f"{type(model).__name__} counts each sample's images with `images_per_sample`, the grid of an image to "
+            f"generate among them, and splices VQ codes, not features, into its text: no rule builds that "
+            f"layout yet (a gap of this suite, not of the model)")
     encoder = image_encoder(model)
     candidates = _image_candidates(model, config, seed) if encoder is not None else []
     for candidate in candidates:
@@ -142,7 +152,7 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
                 and "input_ids" in params:
             task = "image-text-to-text"  # a vision-language model: image tokens must match its features
         else:
-            inputs = _with_audio_tokens(model, config, signature_inputs(task, model, seed))
+            inputs = _with_question_tokens(config, _with_audio_tokens(model, config, signature_inputs(task, model, seed)))
             # Other heads' labels are structured; an audio frame classifier wants one label per
             # feature frame, a count only its feature encoder knows: it is differentiated through
             # the runner's surrogate loss instead.
@@ -188,13 +198,22 @@ def make_inputs(task: str, config: Any, seed: int = 0, *, labels: bool = False, 
             if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
                 # multimodal RoPE (Qwen2-VL family) places tokens by type: 1 marks image tokens
                 inputs["mm_token_type_ids"] = (ids == token).long()
+    if "bbox" in params and "bbox" not in inputs:
+        # a document model (UDOP) places each token on its page: one layout box per token
+        from conformance.models.modalities import layout_boxes
+
+        inputs["bbox"] = layout_boxes(tuple(inputs["input_ids"].shape), seed)
     if labels:
         if task == "sequence-classification":
             inputs["labels"] = torch.randint(0, NUM_LABELS, (BATCH,), generator=_generator(seed + 2))
-        elif task == "seq2seq-lm":
-            inputs["labels"] = inputs["decoder_input_ids"].clone()
         else:
-            inputs["labels"] = ids.clone()
+            conventional = inputs["decoder_input_ids"] if task == "seq2seq-lm" else ids
+            if model is None:
+                inputs["labels"] = conventional.clone()
+            else:  # the layout the model's own loss head accepts (labels.py)
+                from conformance.models.labels import fit_labels
+
+                inputs = fit_labels(model, inputs, conventional.clone(), seed)
     return inputs
 
 
@@ -230,6 +249,16 @@ def _with_audio_tokens(model: Any, config: Any, inputs: dict[str, Any]) -> dict[
     if "attention_mask" in inputs:
         out["attention_mask"] = torch.ones_like(ids)
     return out
+
+
+def _with_question_tokens(config: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """One question token in every row, after its first token, where the config names one."""
+    token = image_token_id(config, QUESTION_TOKEN_KEYS)
+    if token is None or "input_ids" not in inputs:
+        return inputs
+    ids = inputs["input_ids"].clone()
+    ids[:, 1] = token
+    return {**inputs, "input_ids": ids}
 
 
 def _aligned_audio(model: Any, config: Any) -> bool:

@@ -135,10 +135,15 @@ def _masked_patches(config, model, seed, task):
 
 
 def _boxes(config, model, seed, task):
-    """Layout boxes (x0, y0, x1, y1) in 0..1000 with x0 <= x1 and y0 <= y1."""
+    return layout_boxes((BATCH, SEQ_LEN), seed)
+
+
+def layout_boxes(tokens: tuple[int, ...], seed: int):
+    """Layout boxes (x0, y0, x1, y1) in 0..1000 with x0 <= x1 and y0 <= y1, one per token of
+    token ids shaped `tokens`."""
     import torch
 
-    corners = torch.randint(0, 1000, (BATCH, SEQ_LEN, 2, 2), generator=_generator(seed + 4))
+    corners = torch.randint(0, 1000, (*tokens, 2, 2), generator=_generator(seed + 4))
     low, high = corners.min(dim=2).values, corners.max(dim=2).values
     return torch.cat([low, high], dim=-1)
 

@@ -71,14 +71,24 @@ def run_item(item: WorkItem, ctx) -> Result:
     base, inputs, run, extra = made
     dtype = getattr(torch, item.dtype)
     with harness():
+        ref_model = None
         try:
             ref_model = _copy(base, "cpu", dtype)
             ref_out = _on_cpu(run, ref_model, inputs, dtype, seed)
         except _RefFailure as exc:
+            if isinstance(exc.__cause__, NothingToDifferentiate):
+                return result_for(item, NotApplicable(str(exc.__cause__)), extra={**extra, "stage": "reference"})
+            from conformance.models.ref_failure import explain, first_sample
             from conformance.models.stray_state import model_bug
 
-            reason = model_bug(ref_model, "cpu", dtype, exc.__cause__) or str(exc)
-            return result_for(item, ReferenceFailed(f"CPU reference failed: {reason}"), extra={**extra, "stage": "reference"})
+            # State .to() cannot reach is named where it is the cause; otherwise a second CPU run
+            # confirms what the failure means (ref_failure.py).
+            stray = model_bug(ref_model, "cpu", dtype, exc.__cause__)
+            message = f"CPU reference failed: {stray}" if stray else explain(
+                str(exc), dtype,
+                lambda: _on_cpu(run, _copy(base, "cpu", torch.float32), inputs, torch.float32, seed),
+                lambda: _on_cpu(run, _copy(base, "cpu", dtype), first_sample(inputs), dtype, seed))
+            return result_for(item, ReferenceFailed(message), extra={**extra, "stage": "reference"})
         hi_model = hi_out = None
         if item.variant != "generate" and dtype != torch.float64:
             try:
@@ -136,16 +146,22 @@ def _transformers_item(item: WorkItem, options: ModelOptions, seed: int):
         return result_for(item, NotApplicable(f"unknown model type {item.subject!r}"))
     if item.variant == "generate" and entry.task not in zoo.GENERATIVE_TASKS:
         return result_for(item, NotApplicable(f"{entry.task} models do not generate"))
+    if not zoo.class_exists(entry):  # Transformers' auto mapping names a class it does not define
+        return result_for(item, NotApplicable(zoo.missing_class_reason(entry)), extra={"task": entry.task})
     try:
         base = zoo.build_model(entry, attn=options.attn, seed=seed)
     except zoo.BuildError as exc:
         return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
+    from conformance.models.documented import GenerateOnly
+
     try:
         # Inputs are found by trying layouts on the model (patches.accepted), and a forward may cache
         # state in plain attributes (Mimi's codebooks cache `_embed`) that `.to()` does not move; so the
         # trials run on a throwaway copy, and every copy made of `base` is as fresh as a user's model.
         inputs = make_inputs(entry.task, base.config, seed, labels=item.variant == "backward",
                              model=copy.deepcopy(base))
+    except GenerateOnly as exc:
+        return result_for(item, NotApplicable(str(exc)), extra={"task": entry.task, "stage": "inputs"})
     except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
         return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
                           extra={"task": entry.task, "stage": "inputs"})
@@ -197,7 +213,9 @@ def _forward_of(item: WorkItem, run: Callable) -> Callable:
 
 
 def _copy(model, device, dtype):
-    return copy.deepcopy(model).to(device=device, dtype=dtype)
+    from conformance.models.dtype_plan import cast_model
+
+    return cast_model(copy.deepcopy(model), device, dtype)
 
 
 def _oracle_copy(base):
@@ -284,6 +302,16 @@ def run_backward(model, inputs):
     return {"loss": loss.detach(), "grads": grads, "surrogate": surrogate}
 
 
+class NothingToDifferentiate(RuntimeError):
+    """No loss head and no floating output that carries a gradient: a backward item has nothing
+    to compare, on the CPU or any device."""
+
+    def __init__(self):
+        super().__init__("nothing to differentiate: the model has no loss head and its forward returns no floating "
+                         "tensor that carries a gradient (integer codes only, or a forward run under "
+                         "torch.inference_mode)")
+
+
 def surrogate_loss(outputs):
     """sum(output * w) over the floating outputs, each w drawn on the CPU from a fixed seed (a
     plain sum would cancel to nothing after a normalisation)."""
@@ -294,7 +322,7 @@ def surrogate_loss(outputs):
     terms = [(t.float() * torch.randn(t.shape, generator=generator).to(t.device)).sum()
              for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
     if not terms:
-        raise RuntimeError("the model has no loss head and no differentiable floating output")
+        raise NothingToDifferentiate()
     return torch.stack(terms).sum()
 
 

@@ -182,6 +182,22 @@ def _head_config(cls: Any, config: Any) -> Any | None:
     return own(**kwargs)
 
 
+def class_exists(entry: ZooEntry) -> bool:
+    """Whether Transformers defines the class its own auto mapping names for `entry`."""
+    import transformers
+
+    try:
+        getattr(transformers, entry.class_name)
+    except (AttributeError, ImportError) as exc:  # ImportError: defined, but needs a missing library
+        return isinstance(exc, ImportError)
+    return True
+
+
+def missing_class_reason(entry: ZooEntry) -> str:
+    return (f"Transformers' auto mapping names {entry.class_name} for {entry.model_type} ({entry.task}), but this "
+            f"Transformers defines no such class: there is no model to check (AutoModel fails the same way)")
+
+
 def _first_line(exc: BaseException) -> str:
     """The exception text on one line, shortened (validation errors put the cause on line two)."""
     text = " ".join(str(exc).split())
