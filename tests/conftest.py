@@ -4,6 +4,11 @@ A test must not read what an earlier run, another project or the developer's she
 (a warm Inductor cache, an OpInfo index in ~/.cache, a ``NEURON_CHECK_DB`` export, ``TORCH_LOGS``),
 nor leave anything there. HOME, every cache and TMPDIR point into one temporary folder for the
 session; the subprocesses that tests start inherit it.
+
+The suite runs on every core (pytest-xdist, pyproject's addopts): each worker process isolates
+itself in a folder of its own inside the controller's, and uses its share of the cores for
+torch's threads. The workers share one thing, the sim device's build cache, so the C++
+extension is compiled once per run, not once per worker (its build lock is made for that).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ _UNSET = (
     "NEURON_CHECK_DB",
     "NEURON_CHECK_SIM_PROFILE",
     "NEURON_CHECK_SERIES",
+    "NEURON_CHECK_SIM_CACHE",
     "TORCH_LOGS",
     "TORCH_TRACE",
     "TORCH_COMPILE_DEBUG",
@@ -73,18 +79,52 @@ def _restore(saved: dict[str, str | None]) -> None:
     tempfile.tempdir = None
 
 
+# The controller's folder, which its xdist workers inherit through the environment.
+_RUN_ROOT_ENV = "NEURON_CHECK_TESTS_RUN_ROOT"
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def _make_root() -> str:
+    """The process's private folder. Ray's socket paths must stay short (AF_UNIX limit), so a
+    single process's (or xdist controller's) root sits right under the temporary folder, and a
+    worker's one level below, named by its id (gw0, gw1...)."""
+    run_root = os.environ.get(_RUN_ROOT_ENV)
+    if _WORKER and run_root:
+        root = os.path.join(run_root, _WORKER)
+        os.makedirs(root)
+    else:
+        root = tempfile.mkdtemp(prefix="nc-")
+        os.environ[_RUN_ROOT_ENV] = root
+    os.chmod(root, 0o755)
+    return root
+
+
+def _share_the_cores() -> None:
+    """Two workers each running torch on every core would fight over them; each gets its share
+    (the tests' subprocesses inherit it). A thread count set by the caller is kept."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // workers)))
+
+
 # At import, before any test module imports torch or Transformers (some read their cache
-# locations once, at import); the session fixture below removes the folder at the end.
-# Ray's socket paths must stay short (AF_UNIX limit), so the root sits right under /tmp.
-_ROOT = tempfile.mkdtemp(prefix="nc-")
-os.chmod(_ROOT, 0o755)
+# locations once, at import); pytest_unconfigure below removes the folder at the end.
+_ROOT = _make_root()
 _SAVED = _isolate(_ROOT)
+if _WORKER:
+    _share_the_cores()
+    os.environ["NEURON_CHECK_SIM_CACHE"] = os.path.join(os.environ[_RUN_ROOT_ENV], "sim-cache")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_environment():
     """The session's private HOME, caches and TMPDIR (see the module docstring)."""
-    yield _ROOT
+    return _ROOT
+
+
+def pytest_unconfigure(config):
+    """Restore the environment and remove the folder, in every process: an xdist controller
+    runs no test (so no session fixture) but owns the folder its workers' folders are in."""
     _restore(_SAVED)
     import shutil
 
