@@ -7,7 +7,7 @@ random weights), and the device model (`.to(device, dtype)`). Variants:
 * forward  - logits compared by the numerics rule;
 * backward - loss.backward(), every parameter gradient compared by name; the
              worst one is reported;
-* generate - greedy decoding of NEW_TOKENS tokens, exact match with the CPU
+* generate - greedy decoding of passes.NEW_TOKENS tokens, exact match with the CPU
              model in the same dtype; the first differing position is reported.
 
 Random work inside the model is reseeded identically before every run and
@@ -25,18 +25,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
-from conformance.models.outputs import forward_outputs
+from conformance.models.judges import _JUDGES
+from conformance.models.passes import _VARIANTS, NothingToDifferentiate, run_forward, run_generate
 from conformance.models.plan import SUITE, ModelOptions
-from conformance.numerics import Comparison, compare
 from conformance.outcome import Missing, NotApplicable, ReferenceFailed, result_for
 from op_db.records import Result, WorkItem, shorten
-
-NEW_TOKENS = 8
-
 
 class _RefFailure(Exception):
     """The CPU reference (or the float64 oracle) raised; wraps the original."""
@@ -262,87 +258,10 @@ def _narrower_oracle(run, base, inputs, dtype, seed, ref_out):
     return None if _nan_where_finite(wide, ref_out) is not None else wide
 
 
-def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
-    accepted = inspect.signature(model.forward).parameters
-    kwargs = dict(inputs)
-    if "use_cache" in accepted:
-        kwargs["use_cache"] = False  # one plain forward; generate exercises the cache
-    return kwargs
-
-
-def run_forward(model, inputs):
-    import torch
-
-    with torch.no_grad():
-        return forward_outputs(model(**_forward_kwargs(model, inputs)))
-
-
 # Rule 6 keeps the device's calls, and so every intermediate tensor, alive until the item is
 # judged; a model whose outputs sum past this goes without the second reference (Gemma 3n's
 # 262k-token embeddings, kept through every op of its backward, reached 11.7 GB).
 KEEP_CALLS_BYTES = 1 << 30
-SURROGATE_SEED = 1234
-SURROGATE_NOTE = "no loss from the model (a base model, or no labels made for its head): gradients of a fixed random projection of its outputs"
-
-
-def run_backward(model, inputs):
-    """loss.backward() and every parameter gradient. A model without a loss head (a base model,
-    a backbone) is differentiated through a fixed random projection of what its forward is
-    judged on, the same on the CPU and the device (OpInfo's cotangents, in effect)."""
-    model.zero_grad(set_to_none=True)
-    out = model(**_forward_kwargs(model, inputs))
-    loss = getattr(out, "loss", None)
-    surrogate = loss is None
-    if surrogate:
-        loss = surrogate_loss(forward_outputs(out))
-    elif loss.ndim:  # one loss per sample or per term (DAC's): their sum, the same on CPU and device
-        loss = loss.sum()
-    loss.backward()
-    grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
-    return {"loss": loss.detach(), "grads": grads, "surrogate": surrogate}
-
-
-class NothingToDifferentiate(RuntimeError):
-    """No loss head and no floating output that carries a gradient: a backward item has nothing
-    to compare, on the CPU or any device."""
-
-    def __init__(self):
-        super().__init__("nothing to differentiate: the model has no loss head and its forward returns no floating "
-                         "tensor that carries a gradient (integer codes only, or a forward run under "
-                         "torch.inference_mode)")
-
-
-def surrogate_loss(outputs):
-    """sum(output * w) over the floating outputs, each w drawn on the CPU from a fixed seed (a
-    plain sum would cancel to nothing after a normalisation)."""
-    import torch
-    from torch.utils import _pytree as pytree
-
-    generator = torch.Generator().manual_seed(SURROGATE_SEED)
-    terms = [(t.float() * torch.randn(t.shape, generator=generator).to(t.device)).sum()
-             for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
-    if not terms:
-        raise NothingToDifferentiate()
-    return torch.stack(terms).sum()
-
-
-def run_generate(model, inputs, static_cache: bool = False):
-    """Greedy decoding; `static_cache` (compile mode): a fixed-size cache, so the compiled
-    forward keeps one shape, and Transformers' own compile of it off (ours compiles it)."""
-    import torch
-
-    kwargs = {k: v for k, v in inputs.items() if k not in ("labels", "decoder_input_ids")}
-    if static_cache:
-        kwargs.update(cache_implementation="static", disable_compile=True)
-    generation = model.generation_config
-    if model.config.is_encoder_decoder and generation.decoder_start_token_id is None and generation.bos_token_id is None:
-        # tiny configs built from defaults may name no start token; the pad id is the usual choice
-        kwargs["decoder_start_token_id"] = getattr(model.config, "pad_token_id", None) or 0
-    with torch.no_grad():
-        return model.generate(**kwargs, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
-
-
-_VARIANTS: dict[str, Callable] = {"forward": run_forward, "backward": run_backward, "generate": run_generate}
 
 
 def _on_cpu(run, model, inputs, dtype, seed):
@@ -472,62 +391,6 @@ def _to_cpu(value):
     from torch.utils import _pytree as pytree
 
     return pytree.tree_map(lambda x: x.detach().to("cpu") if isinstance(x, torch.Tensor) else x, value)
-
-
-# -- judging ------------------------------------------------------------------------------------
-
-
-def judge_logits(dev, ref, hi, composite=None) -> Comparison:
-    c = compare(dev, ref, hi, composite=composite)
-    if not c.ok:
-        c.reason, c.where = f"logits: {c.reason}", "logits"
-    return c
-
-
-def judge_grads(dev, ref, hi, composite=None) -> Comparison:
-    """Every gradient by name; the worst (first failing, else the highest error ratio) is reported."""
-    missing = sorted(set(ref["grads"]) ^ set(dev["grads"]))
-    if missing:
-        reason = f"gradients present on one side only: {', '.join(missing[:5])}"
-        if not set(missing) & set(ref["grads"]):
-            reason += (" (on the device only: parameters the CPU's model shares, tied weights, came apart on the device; "
-                       "Module.to() keeps them tied only if the backend answers aten::_has_compatible_shallow_copy_type "
-                       "true for a CPU and a device tensor)")
-        return Comparison(False, "structure", reason, where=missing[0], samples=len(ref["grads"]), passed=0)
-    passed, worst_name, worst = 0, None, None
-    for name, ref_grad in ref["grads"].items():
-        c = compare(dev["grads"][name], ref_grad, hi["grads"].get(name) if hi else None,
-                    composite=composite["grads"].get(name) if composite else None)
-        passed += int(c.ok)
-        if worst is None or (worst.ok and not c.ok) or (worst.ok == c.ok and (c.err_ratio or 0) > (worst.err_ratio or 0)):
-            worst_name, worst = name, c
-    total = len(ref["grads"])
-    if worst is None:
-        return Comparison(False, "structure", "the loss produced no parameter gradients on CPU", samples=0, passed=0)
-    worst.samples, worst.passed = total, passed
-    if ref.get("surrogate"):
-        worst.note = "; ".join(n for n in (SURROGATE_NOTE, worst.note) if n)
-    if not worst.ok:
-        worst.reason = f"{total - passed}/{total} gradients differ; worst {worst_name}: {worst.reason}"
-        worst.where = f"grad {worst_name}"
-    return worst
-
-
-def judge_tokens(dev, ref, hi=None) -> Comparison:
-    import torch
-
-    if dev.shape != ref.shape:
-        return Comparison(False, "structure", f"generated shape {tuple(dev.shape)} differs from CPU's {tuple(ref.shape)}",
-                          where="shape")
-    if torch.equal(dev, ref):
-        return Comparison(True, "exact")
-    row, col = (int(i) for i in (dev != ref).nonzero()[0])
-    return Comparison(False, "exact", f"generated tokens differ first at position {col} of sequence {row}: "
-                      f"device {int(dev[row, col])}, CPU {int(ref[row, col])}", where=f"position {col}")
-
-
-_JUDGES: dict[str, Callable] = {"forward": judge_logits, "backward": judge_grads, "generate": judge_tokens,
-                                 "step": judge_logits}
 
 
 def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model, inputs, dtype, seed) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from op_db.errors import InputError
+from conformance.models import judges, passes
 from op_db.records import Status, WorkItem
 
 SILU_FAULT = {"name": "silu-scale",
@@ -252,7 +253,7 @@ def test_a_loss_that_is_not_a_scalar_is_differentiated_through_its_sum():
         def forward(self, x):
             return types.SimpleNamespace(loss=(self.weight * x).sum(-1))
 
-    out = runner.run_backward(PerSampleLoss(), {"x": torch.tensor([[1.0, 1.0], [3.0, 5.0]])})
+    out = passes.run_backward(PerSampleLoss(), {"x": torch.tensor([[1.0, 1.0], [3.0, 5.0]])})
     assert out["loss"].item() == 16.0 and not out["surrogate"]
     assert out["grads"]["weight"].tolist() == [4.0, 6.0]
 
@@ -272,9 +273,9 @@ def _silu_backward_on_sim(models_ctx):
     base = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.SiLU(), torch.nn.Linear(32, 4))
     inputs = {"input": torch.randn(8, 16)}
     item = WorkItem("model", "toy", "backward", "bfloat16", "eager")
-    ref = runner._on_cpu(runner.run_backward, runner._copy(base, "cpu", torch.bfloat16), inputs, torch.bfloat16, 0)
-    hi = runner._on_cpu(runner.run_backward, runner._copy(base, "cpu", torch.float64), inputs, torch.float64, 0)
-    device_run = runner._DeviceRun(models_ctx, item, runner.run_backward, base, inputs, torch.bfloat16, 0)
+    ref = runner._on_cpu(passes.run_backward, runner._copy(base, "cpu", torch.bfloat16), inputs, torch.bfloat16, 0)
+    hi = runner._on_cpu(passes.run_backward, runner._copy(base, "cpu", torch.float64), inputs, torch.float64, 0)
+    device_run = runner._DeviceRun(models_ctx, item, passes.run_backward, base, inputs, torch.bfloat16, 0)
     assert device_run.execute() is None
     assert "aten.sigmoid.default" in device_run.ops and "aten.silu_backward.default" not in device_run.ops
     return device_run, ref, hi
@@ -287,11 +288,11 @@ def test_composite_implementation_is_judged_by_its_own_replayed_error(models_ctx
 
     failed = Comparison(False, "rmse", "as if the CPU's fused kernel had set the bound")
     device_run, ref, hi = _silu_backward_on_sim(models_ctx)
-    passed = against_composite(device_run, ref, hi, failed, runner.judge_grads)
+    passed = against_composite(device_run, ref, hi, failed, judges.judge_grads)
     assert passed.ok and passed.rule != "rmse"  # judged again, with the replay as the second reference
     use_profile(SIGMOID_FAULT)  # a fault in one primitive of the composite still fails
     device_run, ref, hi = _silu_backward_on_sim(models_ctx)
-    caught = against_composite(device_run, ref, hi, failed, runner.judge_grads)
+    caught = against_composite(device_run, ref, hi, failed, judges.judge_grads)
     assert not caught.ok and "primitive aten.sigmoid.default of the device's op sequence fails" in caught.reason
 
 
@@ -301,10 +302,10 @@ def test_tied_weights_that_came_apart_on_the_device_are_named_as_such():
     from conformance.models import runner
 
     grads = {"embed.weight": torch.ones(2)}
-    untied = runner.judge_grads({"grads": {**grads, "head.weight": torch.ones(2)}}, {"grads": grads}, None)
+    untied = judges.judge_grads({"grads": {**grads, "head.weight": torch.ones(2)}}, {"grads": grads}, None)
     assert not untied.ok and untied.reason.startswith("gradients present on one side only: head.weight (on the device "
                                                       "only: parameters the CPU's model shares, tied weights")
-    lost = runner.judge_grads({"grads": {}}, {"grads": grads}, None)
+    lost = judges.judge_grads({"grads": {}}, {"grads": grads}, None)
     assert lost.reason == "gradients present on one side only: embed.weight"
 
 

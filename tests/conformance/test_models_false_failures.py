@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conformance.models import judges, passes
 from op_db.records import Status, WorkItem
 
 
@@ -51,7 +52,7 @@ def _device_run(models_ctx, base, dtype=torch.float32):
     from conformance.models import runner
 
     item = WorkItem("model", "toy", "forward", str(dtype).removeprefix("torch."), "eager")
-    return runner._DeviceRun(models_ctx, item, runner.run_forward, base, {"x": torch.randn(2, 4)}, dtype, 0)
+    return runner._DeviceRun(models_ctx, item, passes.run_forward, base, {"x": torch.randn(2, 4)}, dtype, 0)
 
 
 def test_layers_in_a_plain_list_are_a_model_bug_not_a_device_error(models_ctx):
@@ -121,6 +122,7 @@ def test_inputs_are_found_on_a_copy_so_the_model_stays_fresh(models_ctx, monkeyp
     built.config = SimpleNamespace()
     monkeypatch.setattr(zoo, "pairs", lambda: {"toy": entry})
     monkeypatch.setattr(zoo, "build_model", lambda entry, attn, seed: built)
+    monkeypatch.setattr(zoo, "class_exists", lambda entry: True)
     monkeypatch.setattr(model_inputs, "make_inputs", probing)
     base, inputs, _, _ = runner._transformers_item(WorkItem("model", "toy", "forward", "float32", "eager"),
                                                     ModelOptions(), 0)
@@ -182,9 +184,9 @@ def _noisy_backward(models_ctx):
     torch.manual_seed(0)
     base, inputs = NoisySiLU(), {"input": torch.randn(8, 16)}
     item = WorkItem("model", "toy", "backward", "bfloat16", "eager")
-    ref = runner._on_cpu(runner.run_backward, runner._copy(base, "cpu", torch.bfloat16), inputs, torch.bfloat16, 0)
-    hi = runner._on_cpu(runner.run_backward, runner._copy(base, "cpu", torch.float64), inputs, torch.float64, 0)
-    device_run = runner._DeviceRun(models_ctx, item, runner.run_backward, base, inputs, torch.bfloat16, 0)
+    ref = runner._on_cpu(passes.run_backward, runner._copy(base, "cpu", torch.bfloat16), inputs, torch.bfloat16, 0)
+    hi = runner._on_cpu(passes.run_backward, runner._copy(base, "cpu", torch.float64), inputs, torch.float64, 0)
+    device_run = runner._DeviceRun(models_ctx, item, passes.run_backward, base, inputs, torch.bfloat16, 0)
     assert device_run.execute() is None and device_run.random_ops == {"aten.randn.default": 1}
     return device_run, ref, hi
 
@@ -195,10 +197,10 @@ def test_a_model_that_draws_noise_gets_its_second_reference_and_a_fault_still_fa
     from conformance.numerics import Comparison
 
     failed = Comparison(False, "rmse", "as if the CPU's fused kernel had set the bound")
-    passed = against_composite(*_noisy_backward(models_ctx), failed, runner.judge_grads)
+    passed = against_composite(*_noisy_backward(models_ctx), failed, judges.judge_grads)
     assert passed.ok and passed.rule != "rmse", passed.reason
     use_profile(SIGMOID_FAULT)
-    caught = against_composite(*_noisy_backward(models_ctx), failed, runner.judge_grads)
+    caught = against_composite(*_noisy_backward(models_ctx), failed, judges.judge_grads)
     assert not caught.ok and "primitive aten.sigmoid.default of the device's op sequence fails" in caught.reason
 
 

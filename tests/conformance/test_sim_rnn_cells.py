@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+from conformance.models import passes
 from op_db.records import Status, WorkItem
 
 torch = pytest.importorskip("torch")
@@ -238,7 +239,7 @@ def recurrent_model(monkeypatch):
     def item(item, options, seed):
         torch.manual_seed(seed)
         inputs = {"input_values": torch.randn(2, 7, 4)}
-        return _Recurrent(), inputs, runner._VARIANTS[item.variant], {"task": "base", "class": "_Recurrent"}
+        return _Recurrent(), inputs, passes._VARIANTS[item.variant], {"task": "base", "class": "_Recurrent"}
 
     monkeypatch.setattr(runner, "_transformers_item", item)
 

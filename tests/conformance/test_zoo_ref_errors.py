@@ -161,7 +161,7 @@ def test_a_backward_that_needs_training_mode_says_the_suite_runs_eval_mode():
 
 
 def test_a_forward_with_nothing_to_differentiate_is_not_a_reference_failure():
-    from conformance.models.runner import NothingToDifferentiate, surrogate_loss
+    from conformance.models.passes import NothingToDifferentiate, surrogate_loss
 
     with pytest.raises(NothingToDifferentiate, match="nothing to differentiate"):
         surrogate_loss({"audio_codes": torch.ones(2, 3, dtype=torch.long), "under_inference_mode": torch.ones(2)})
