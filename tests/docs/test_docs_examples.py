@@ -34,7 +34,10 @@ from doc_examples import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_SLOW = os.environ.get("NEURON_CHECK_DOCS_SLOW") == "1"
-PAGE_WORKERS = min(2, os.cpu_count() or 1)  # pages run at once (see page_runs)
+# Pages run at once (see page_runs): two on a 2-core machine, but one under pytest-xdist, whose
+# other worker already keeps the second core busy (three at once slowed a page's examples toward
+# TIMEOUT_S).
+PAGE_WORKERS = 1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, os.cpu_count() or 1)
 TIMEOUT_S = 600 if RUN_SLOW else 90
 PAGES = [p for p in doc_pages(ROOT) if examples_in(p, ROOT)]
 
