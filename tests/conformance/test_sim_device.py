@@ -272,3 +272,28 @@ def test_module_to_sim_keeps_tied_weights_tied(sim_device):
     assert [name for name, _ in model.named_parameters()] == ["embed.weight"]
     assert torch._has_compatible_shallow_copy_type(torch.ones(1, device="sim"), torch.ones(1))
     assert not torch._has_compatible_shallow_copy_type(torch.ones(1, device="sim"), torch.ones(1).to_sparse())
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_antialiased_resizing_runs_in_half_precision_as_on_an_accelerator(sim_device, use_profile, mode, dtype):
+    # The CPU has no bfloat16/float16 antialiased kernels (models upcast for the CPU only);
+    # an accelerator has them, computing in float32, and so does sim, faults applying as to any op.
+    import torch.nn.functional as F
+
+    # Inputs already rounded to the dtype, so the float32 reference sees what the device sees.
+    x, size = torch.randn(1, 2, 9, 8).to(dtype).float(), (4, 5)
+    grad = torch.randn(1, 2, *size).to(dtype).float()
+    on_sim = x.to("sim", dtype).requires_grad_()
+    out = F.interpolate(on_sim, size=size, mode=mode, antialias=True)
+    out.backward(grad.to("sim", dtype))
+    wide = x.clone().requires_grad_()
+    expected = F.interpolate(wide, size=size, mode=mode, antialias=True)
+    expected.backward(grad)
+    assert out.dtype == on_sim.grad.dtype == dtype
+    torch.testing.assert_close(out.cpu(), expected.to(dtype))
+    torch.testing.assert_close(on_sim.grad.cpu(), wide.grad.to(dtype))
+
+    use_profile({"faults": [{"op": f"aten._upsample_{mode}2d_aa.default", "kind": "scale", "value": 1.5}]})
+    faulty = F.interpolate(x.to("sim", dtype), size=size, mode=mode, antialias=True)
+    torch.testing.assert_close(faulty.cpu(), (expected * 1.5).to(dtype), rtol=2e-2, atol=2e-2)
