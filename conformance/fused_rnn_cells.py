@@ -7,9 +7,8 @@ tensors, with the two gate matmuls already done. Autograd differentiates them
 which read the workspace the forward saved; under create_graph it uses the
 `_thnn_differentiable_*` helpers instead, which decompose into element-wise ops. The CPU has
 no kernel for any of the four, so a PrivateUse1 backend must bring its own. These serve twice:
-as the sim device's kernels (sim/fallback.py), and as the CPU's stand-in wherever the checker
-reruns a device's recorded calls on the CPU (replay.py, primitives.py: `run_on_cpu`), so that a
-backend's fused cells are judged against ATen's semantics instead of making the rerun unavailable.
+as the sim device's kernels and as the CPU's stand-in wherever the checker reruns a device's
+recorded calls on the CPU, through the table of accelerator_kernels.py.
 
 These follow the contract of ATen's CUDA kernels, since autograd's formulas depend on it:
 
@@ -209,8 +208,3 @@ def _writing_outs(kernel):
 
 KERNELS.update({name.replace(".default", ".out"): _writing_outs(kernel) for name, kernel in KERNELS.items()})
 
-
-def run_on_cpu(func, args, kwargs):
-    """`func` called on CPU tensors: the CPU's own kernel, or this module's where it has none."""
-    kernel = KERNELS.get(str(func))
-    return func(*args, **kwargs) if kernel is None else kernel(func, args, kwargs)

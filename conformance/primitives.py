@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.fused_rnn_cells import run_on_cpu
+from conformance.accelerator_kernels import run_on_cpu
 from conformance.numerics import Comparison, compare
 from conformance.numerics.ulp import merge_numerics
 from conformance.oprecord import RecordedCall, op_name

@@ -15,9 +15,9 @@ replaced by that call's CPU result; one no recorded call made (an input moved to
 device beforehand, a module's weight) is copied to the CPU as it is, provided no call
 has written it since it was first read. Anything that cannot be followed (a random op whose
 numbers did not come from the CPU, a tensor written in place after it was read, a call the CPU
-refuses) makes the replay unavailable rather than wrong: `replay` returns None. The fused RNN
-cells ATen sends only to accelerators run on the CPU by their reference kernels
-(conformance/fused_rnn_cells.py).
+refuses) makes the replay unavailable rather than wrong: `replay` returns None. Ops only
+accelerators have kernels for (the fused RNN cells, integer histc, half-precision antialiased
+resizing) run on the CPU by the stand-ins of conformance/accelerator_kernels.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.fused_rnn_cells import run_on_cpu
+from conformance.accelerator_kernels import run_on_cpu
 from conformance.oprecord import RecordedCall, tensor_key
 
 # Ops whose results depend on a random stream the CPU does not share with the device.
@@ -81,9 +81,9 @@ class _Replay:
         try:
             out = run_on_cpu(call.func, args, kwargs)
         except Exception:
-            # An exact (integer or bool) result the CPU has no kernel for (histc of int32
-            # expert ids, which MoE layers count off the CPU): the device's own values carry no
-            # rounding to weigh. A floating one cannot be stood in for: no replay.
+            # An exact (integer or bool) result the CPU has no kernel for and no stand-in covers:
+            # the device's own values carry no rounding to weigh. A floating one cannot be stood
+            # in for: no replay.
             if any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
                    for t in pytree.tree_leaves(call.out)):
                 raise
@@ -135,4 +135,3 @@ class _Replay:
         if value.device.type == self.device_type:
             return self._outside(value)
         return value
-

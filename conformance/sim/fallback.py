@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten
 
-from conformance.fused_rnn_cells import KERNELS as _FUSED_RNN_CELL_KERNELS
+from conformance.accelerator_kernels import ACCELERATOR_KERNELS as _ACCELERATOR_KERNELS
 
 from . import faults
 from .dynamo_skip import skip_recursively
@@ -235,39 +235,6 @@ def _to_sim(value, sims, index, func):
         if lib.shares_memory(s, value):
             return lib.alias_of(s, value)
     return lib.adopt(value, index)
-
-
-def _histc_any_dtype(func, args, kwargs):
-    x = args[0]
-    if x.is_floating_point():
-        return func(*args, **kwargs)
-    return func(x.double(), *args[1:], **kwargs).to(x.dtype)
-
-
-def _half_in_float32(func, args, kwargs):
-    """`func` on bfloat16/float16 tensors computed in float32 and rounded once into the
-    tensors' dtype, as a GPU kernel accumulates in float32 (`acc_type`)."""
-    half = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.dtype in _HALF), None)
-    if half is None:
-        return func(*args, **kwargs)
-    wide = [a.float() if isinstance(a, torch.Tensor) and a.dtype in _HALF else a for a in args]
-    return func(*wide, **kwargs).to(half)
-
-
-_HALF = (torch.bfloat16, torch.float16)
-
-# Kernels accelerators have and the CPU lacks, that real code relies on: histc on integer
-# dtypes (Transformers' grouped-matmul MoE path calls it on int32 tensors on every non-CPU
-# device; CUDA's histc takes integers); the fused RNN cells that ATen sends only to
-# accelerators (conformance/fused_rnn_cells.py); antialiased resizing in bfloat16/float16,
-# which models call on accelerators and upcast for only on the CPU (Cosmos 3 Edge's vision tower).
-_ACCELERATOR_KERNELS = {
-    "aten.histc.default": _histc_any_dtype,
-    **{f"aten.{op}.default": _half_in_float32 for op in (
-        "_upsample_bilinear2d_aa", "_upsample_bilinear2d_aa_backward",
-        "_upsample_bicubic2d_aa", "_upsample_bicubic2d_aa_backward")},
-    **_FUSED_RNN_CELL_KERNELS,
-}
 
 
 def _fallback_kernel(op, *args, **kwargs):

@@ -278,33 +278,46 @@ def test_scale_fault_on_a_fused_cell_is_a_mismatch(models_ctx, use_profile, recu
     assert result.aten_ops[op] >= 1
 
 
-def test_replay_and_primitive_judging_run_the_fused_cells_on_the_cpu(sim_device, use_profile):
-    # Rule 6's second reference reruns the device's calls on the CPU, which has no fused cell
-    # kernels: the reference kernels stand in, so the replay is available, and a faulty cell
-    # fails as a primitive of the sequence.
+def _lstm_cell_step():
+    cell, x = torch.nn.LSTMCell(3, 4).to("sim", torch.bfloat16), torch.randn(2, 3).to("sim", torch.bfloat16)
+    return lambda: cell(x)
+
+
+def _antialiased_resize():
+    x = torch.randn(1, 2, 9, 8).to("sim", torch.bfloat16)
+    return lambda: (torch.nn.functional.interpolate(x, size=(4, 5), mode="bilinear", antialias=True),)
+
+
+@pytest.mark.parametrize(("workload", "op"), [
+    (_lstm_cell_step, "aten._thnn_fused_lstm_cell.default"),
+    (_antialiased_resize, "aten._upsample_bilinear2d_aa.default"),
+], ids=["lstm-cell", "antialiased-resize-bf16"])
+def test_replay_and_primitive_judging_run_accelerator_only_kernels_on_the_cpu(sim_device, use_profile, workload, op):
+    # Rule 6's second reference reruns the device's calls on the CPU, which has no kernel for
+    # these ops (in this dtype): the stand-ins of accelerator_kernels.py run them, so the replay
+    # is available, and a faulty kernel fails as a primitive of the sequence.
     from conformance.oprecord import OpRecorder
     from conformance.primitives import judge_primitives
     from conformance.replay import replay
 
     torch.manual_seed(0)
-    cell, x = torch.nn.LSTMCell(3, 4).to("sim", torch.bfloat16), torch.randn(2, 3).to("sim", torch.bfloat16)
+    step = workload()
 
     def recorded(keep):
         with torch.no_grad(), OpRecorder("sim", keep_calls=keep) as recorder:
-            out = cell(x)
+            out = step()
         return recorder.calls, out
 
     calls, out = recorded("references")
-    assert any("_thnn_fused_lstm_cell" in str(c.func) for c in calls)
+    assert any(str(c.func) == op for c in calls)
     again = replay(calls, out, "sim")
     assert again is not None
     for r, o in zip(again, out):
         assert torch.equal(r, o.cpu())
     assert judge_primitives(recorded("snapshots")[0], "sim").ok
-    use_profile({"name": "cell-scale", "faults": [
-        {"op": "aten._thnn_fused_lstm_cell.default", "kind": "scale", "value": 1.05}]})
+    use_profile({"name": "kernel-scale", "faults": [{"op": op, "kind": "scale", "value": 1.05}]})
     verdict = judge_primitives(recorded("snapshots")[0], "sim")
-    assert not verdict.ok and verdict.where == "aten._thnn_fused_lstm_cell.default", verdict.reason
+    assert not verdict.ok and verdict.where == op, verdict.reason
 
 
 def test_unsupported_fused_cell_is_named(models_ctx, use_profile, recurrent_model):
