@@ -21,6 +21,8 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+from conformance.models.passes import forward_kwargs
+
 TOKEN_INPUTS = ("input_ids", "decoder_input_ids")
 
 
@@ -89,7 +91,7 @@ def _logits(model: Any, inputs: dict[str, Any]):
 
     try:
         with torch.no_grad():
-            logits = getattr(model(**_without_cache(model, inputs)), "logits", None)
+            logits = getattr(model(**forward_kwargs(model, inputs)), "logits", None)
     except Exception:  # noqa: BLE001 - then there is no layout to measure
         return None
     return logits if isinstance(logits, torch.Tensor) and logits.is_floating_point() else None
@@ -100,13 +102,8 @@ def _gives_loss(model: Any, inputs: dict[str, Any]) -> bool:
 
     try:
         with torch.no_grad():
-            loss = getattr(model(**_without_cache(model, inputs)), "loss", None)
+            loss = getattr(model(**forward_kwargs(model, inputs)), "loss", None)
     except Exception:  # noqa: BLE001 - a layout the head refuses
         return False
     return isinstance(loss, torch.Tensor)
 
-
-def _without_cache(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    if "use_cache" in inspect.signature(model.forward).parameters:
-        return {**inputs, "use_cache": False}
-    return inputs

@@ -13,7 +13,8 @@ from conformance.models.outputs import forward_outputs
 NEW_TOKENS = 8
 
 
-def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
+def forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
+    """`inputs` as one plain forward takes them: without the cache where the model has one."""
     accepted = inspect.signature(model.forward).parameters
     kwargs = dict(inputs)
     if "use_cache" in accepted:
@@ -25,7 +26,7 @@ def run_forward(model, inputs):
     import torch
 
     with torch.no_grad():
-        return forward_outputs(model(**_forward_kwargs(model, inputs)))
+        return forward_outputs(model(**forward_kwargs(model, inputs)))
 
 
 SURROGATE_SEED = 1234
@@ -37,7 +38,7 @@ def run_backward(model, inputs):
     a backbone) is differentiated through a fixed random projection of what its forward is
     judged on, the same on the CPU and the device (OpInfo's cotangents, in effect)."""
     model.zero_grad(set_to_none=True)
-    out = model(**_forward_kwargs(model, inputs))
+    out = model(**forward_kwargs(model, inputs))
     loss = getattr(out, "loss", None)
     surrogate = loss is None
     if surrogate:
