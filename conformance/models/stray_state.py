@@ -18,9 +18,9 @@ from typing import Any
 
 # The words of PyTorch's device checks ("Expected all tensors to be on the same device",
 # cdist's "X1 and X2 must have the same device type") and dtype checks ("Input type (c10::BFloat16)
-# and bias type (float) should be the same", "expected scalar type ... but found ...").
-_MIXED = re.compile(r"same device|device type|type .* should be the same|expected (m1 and m2 to have the same dtype|"
-                    r"scalar type|both vectors to have same dtype)|dtype", re.IGNORECASE)
+# and bias type (float) should be the same", "expected scalar type ... but found ...", and every
+# message naming a dtype: "expected m1 and m2 to have the same dtype", "same dtype" of dot).
+_MIXED = re.compile(r"same device|device type|type .* should be the same|expected scalar type|dtype", re.IGNORECASE)
 _REGISTERED = ("_parameters", "_buffers", "_modules")
 
 
