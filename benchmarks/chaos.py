@@ -9,7 +9,7 @@ First one uninterrupted `neuron-check ops` run (the reference). Then the same sw
 fresh database while the harness SIGKILLs a random worker of the run (a worker process, not
 the parent) and then the parent itself, at random points, resuming with `--resume RUN` after
 each parent kill until the run finishes. Only the parent is killed, never its process group:
-the workers must die on their own (conformance/lifeline.py). Printed:
+the workers must die on their own (conformance/engine/lifeline.py). Printed:
 
 - items lost (planned, not stored) and duplicated (stored before a parent kill, then run again
   after the resume): both must be 0;
@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from chaos_nodes import add_arguments as add_node_loss_arguments, node_loss  # noqa: E402 - next to this script
-from conformance import proctree  # noqa: E402 - after the checkout is importable
+from conformance.engine import proctree  # noqa: E402 - after the checkout is importable
 from op_db.errors import InputError  # noqa: E402
 from op_db.records import Status  # noqa: E402
 from op_db.store import Store  # noqa: E402
@@ -243,7 +243,7 @@ def main() -> int:
         return node_loss(args)
     from conformance.planning import OpsOptions, parse_dtypes
     from conformance.suite import plan
-    from porting_cli.options import split_list
+    from porting_cli.cli.options import split_list
 
     planned = set(plan("ops", OpsOptions(ops=tuple(split_list(args.ops)), dtypes=tuple(parse_dtypes(split_list(args.dtype))),
                                          grad=args.grad)))

@@ -83,7 +83,7 @@ class NodeKiller(threading.Thread):
 
 def actor_processes() -> set:
     """This process's descendants that are Ray actors of the engine (DeviceActor)."""
-    from conformance import proctree
+    from conformance.engine import proctree
 
     found = set()
     for proc in proctree.descendants(os.getpid()):
@@ -97,7 +97,7 @@ def actor_processes() -> set:
 
 def orphans_after(deadline_s: float) -> int:
     """How many engine actors are still alive `deadline_s` from now."""
-    from conformance import proctree
+    from conformance.engine import proctree
 
     end = time.monotonic() + deadline_s
     left = actor_processes()
@@ -109,14 +109,14 @@ def orphans_after(deadline_s: float) -> int:
 def node_loss(args: argparse.Namespace) -> int:
     from ray.cluster_utils import Cluster
 
-    from conformance.config import RunConfig
-    from conformance.engine import run_items
+    from conformance.engine.config import RunConfig
+    from conformance.engine.local import run_items
     from conformance.engine.local import LocalExecutor
     from conformance.engine.ray import RayExecutor
     from conformance.planning import OpsOptions, parse_dtypes
     from conformance.suite import plan
     from op_db.store import Store
-    from porting_cli.options import split_list
+    from porting_cli.cli.options import split_list
 
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     os.environ["RAY_memory_monitor_refresh_ms"] = "0"  # a shared machine's memory is not the subject

@@ -1,4 +1,4 @@
-"""Census of CUDA-only Python packages: the seed of porting_cli/scan/cuda_libraries.json.
+"""Census of CUDA-only Python packages: the seed of porting_cli/analysis/scan/cuda_libraries.json.
 
 Reads a PyPI package list (name, version, month, download rank among the 15,000 most
 downloaded, summary; tab-separated, one package a line) and keeps the ranked packages whose
@@ -9,7 +9,7 @@ with the signal that selected each, as JSON lines (``--tsv`` for a table).
     python benchmarks/cuda_library_census.py [--packages PATH] [--tsv]
 
 With ``--installed`` it also reports, for each distribution installed in this environment,
-the evidence porting_cli.scan.libraries reads from a distribution (shared objects linking
+the evidence porting_cli.analysis.scan.libraries reads from a distribution (shared objects linking
 libcudart/libcuda, Triton kernels, CUDA requirements): the same check the scan makes for an
 import it has no entry for.
 
@@ -57,7 +57,7 @@ def installed_evidence():
     """(distribution, evidence) for each installed distribution that shows CUDA evidence."""
     import os
 
-    from porting_cli.scan.libraries import distribution_evidence
+    from porting_cli.analysis.scan.libraries import distribution_evidence
 
     for entry in sys.path:
         try:

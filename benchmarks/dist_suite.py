@@ -27,7 +27,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from conformance import backends
-    from conformance.config import RunConfig
+    from conformance.engine.config import RunConfig
     from conformance.dist.plan import DistOptions, plan
     from conformance.dist.world import WorldExecutor, WorldSpec
 

@@ -34,8 +34,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from conformance import backends
-    from conformance.config import RunConfig
-    from conformance.engine import run_items, start_run
+    from conformance.engine.config import RunConfig
+    from conformance.engine.local import run_items, start_run
     from conformance.models.plan import ModelOptions, plan
     from op_db.store import Store
 

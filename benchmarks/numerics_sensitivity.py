@@ -118,7 +118,7 @@ def main() -> int:
     dtypes = [ALIASES.get(d.strip(), d.strip()) for d in args.dtype.split(",")]
     ops = [o.strip() for o in args.ops.split(",")]
 
-    from conformance.config import RunConfig
+    from conformance.engine.config import RunConfig
     from conformance.engine.worker import init_worker
     from conformance.planning import OpsOptions
     from op_db.records import Status

@@ -57,7 +57,7 @@ def main() -> int:
 
     torch.set_num_threads(1)  # process CPU time without intra-op threads spinning on a shared machine
 
-    from conformance.config import RunConfig
+    from conformance.engine.config import RunConfig
     from conformance.engine.worker import init_worker, run_one
     from op_db.records import WorkItem
 

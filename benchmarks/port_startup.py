@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SCRIPT = REPO / "examples" / "gpt_amp_train.py"
 PROBE = (
     "import sys\n"
-    "from porting_cli.cli import main\n"
+    "from porting_cli.cli.app import main\n"
     "try:\n"
     "    main([{script!r}, '--static-only', '--format', 'json', '-o', {null!r}])\n"
     "except SystemExit as exc:\n"

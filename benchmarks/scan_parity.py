@@ -65,8 +65,8 @@ def corpus(whole_repo: bool = False) -> dict[str, str]:
 
 
 def outcome(name: str, text: str) -> dict:
-    from porting_cli.fix import fix_source
-    from porting_cli.scan import ScanError, scan_source
+    from porting_cli.analysis.fix import fix_source
+    from porting_cli.analysis.scan import ScanError, scan_source
 
     try:
         findings = [f.to_dict() for f in scan_source(text, name).findings]

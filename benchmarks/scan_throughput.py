@@ -1,4 +1,4 @@
-"""Throughput of the static scan (`porting_cli.scan.scan_source`), in lines per second.
+"""Throughput of the static scan (`porting_cli.analysis.scan.scan_source`), in lines per second.
 
 Generates a large script (default 20,000 lines) from model code, data code and
 utilities that are device-agnostic, mixed with training functions full of
@@ -100,8 +100,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()
-    from porting_cli.scan import scan_source
-    from porting_cli.scan.engine import analyze
+    from porting_cli.analysis.scan import scan_source
+    from porting_cli.analysis.scan.engine import analyze
     import_s = time.perf_counter() - t0
 
     source = make_source(args.lines, args.cuda_share)

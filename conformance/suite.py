@@ -38,7 +38,7 @@ BUILTIN = {
 
 @dataclasses.dataclass(frozen=True)
 class CliOption:
-    """How one options field is set on the command line (porting_cli/suite_cli.py reads it).
+    """How one options field is set on the command line (porting_cli/cli/suite_cli.py reads it).
 
     kind: "text" (a string), "list" (comma list -> tuple of str; given but empty is an error
     unless `empty_ok`), "flag" (a boolean; `negate` makes `--no-x` set the field False),
@@ -99,7 +99,7 @@ class Suite(Protocol):
         """Slow imports a worker can do before it knows its run (may do nothing)."""
 
     def prepare(self, ctx: Any) -> None:
-        """Once per worker, before its first item (ctx: conformance.config.WorkerContext)."""
+        """Once per worker, before its first item (ctx: conformance.engine.config.WorkerContext)."""
 
     def run_item(self, item: WorkItem, ctx: Any) -> Result:
         """Run one item on the device; never touches the store."""

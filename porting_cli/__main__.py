@@ -1,3 +1,3 @@
-from porting_cli.cli import console_main
+from porting_cli.cli.app import console_main
 
 console_main()

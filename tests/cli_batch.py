@@ -1,4 +1,4 @@
-"""Run many neuron-check command lines in one Python process, each through ``porting_cli.cli.main``
+"""Run many neuron-check command lines in one Python process, each through ``porting_cli.cli.app.main``
 (which the console script's ``console_main`` wraps), with its own working folder, environment and argv.
 
 Used by tests that check how the CLI meets bad input: one process imports torch once instead
@@ -20,7 +20,7 @@ import traceback
 
 
 def run_one(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[int, str]:
-    from porting_cli.cli import main
+    from porting_cli.cli.app import main
 
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
     saved_fd = os.dup(2)

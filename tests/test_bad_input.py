@@ -1,7 +1,7 @@
 """Every command meets bad input with one sentence, the right exit code, and no side effects.
 
 One table of what careless users and broken CI jobs pass to neuron-check. Each case runs the
-real entry point (``porting_cli.cli.main``) in its own copy of a folder of inputs, and must:
+real entry point (``porting_cli.cli.app.main``) in its own copy of a folder of inputs, and must:
 
 * exit with the expected code (2 for anything the user caused);
 * print exactly one line on stderr, starting ``neuron-check: error:``, with no traceback;

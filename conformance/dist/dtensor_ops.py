@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.config import WorkerContext
+from conformance.engine.config import WorkerContext
 from conformance.planning import OpsOptions
 from conformance.dist.plan import DTENSOR_PREFIX as PREFIX
 from conformance.dist.plan import DistOptions

@@ -15,8 +15,8 @@ import time
 import traceback
 from typing import Any
 
-from conformance.config import RunConfig
-from conformance.lifeline import die_with_parent
+from conformance.engine.config import RunConfig
+from conformance.engine.lifeline import die_with_parent
 from conformance.dist.process_group import RankPlace, join_world
 from conformance.engine.item_log import ItemLog
 from op_db.records import Result, Status, WorkItem, shorten

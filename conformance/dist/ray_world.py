@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.dist.judge import worst
 from conformance.dist.process_group import RankPlace
 from conformance.dist.world import WorldSpec
@@ -41,7 +41,7 @@ class RankActor:
     def __init__(self, config: RunConfig, place: RankPlace, ranks_on_host: int) -> None:
         import signal
 
-        from conformance.lifeline import die_with_parent
+        from conformance.engine.lifeline import die_with_parent
 
         die_with_parent()  # the raylet that started us; a local one dies with the driver
         try:

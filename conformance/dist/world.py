@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.dist.judge import worst
 from conformance.dist.process_group import RankPlace, rank_device
 from conformance.engine.local import POLL_S, START_TIMEOUT_S, EngineError, Executor

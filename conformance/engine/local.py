@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.engine.progress import Estimate, Progress, is_terminal
 from conformance.outcome import signal_name
 from op_db.errors import NeuronCheckError
@@ -64,7 +64,7 @@ class RunSummary:
     op_time_s: float = 0.0
     wall_s: float = 0.0
     interrupted: bool = False
-    signal: int = 0  # what interrupted it: SIGINT (Ctrl-C) or SIGTERM (conformance/lifeline.py)
+    signal: int = 0  # what interrupted it: SIGINT (Ctrl-C) or SIGTERM (conformance/engine/lifeline.py)
     stopped: str = ""  # or why the executor stopped (RunStopped), when no signal did
 
     def add(self, result: Result) -> None:
@@ -128,7 +128,7 @@ def run_items(items: Sequence[WorkItem], config: RunConfig, store: Any, run_id: 
             executor.execute(items, config, emit)
         status = "finished"
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM as lifeline.Terminated
-        from conformance.lifeline import interrupt_signal
+        from conformance.engine.lifeline import interrupt_signal
 
         summary.interrupted, summary.signal, status = True, interrupt_signal(interrupt), "interrupted"
     except RunStopped as stop:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.engine.local import MAX_START_FAILURES, POLL_S, EngineError, Executor, RunStopped
 from conformance.engine.ray_connect import RaySession
 from conformance.engine.ray_nodes import NodeWatch, Placement, here
@@ -113,7 +113,7 @@ class DeviceActor:
         import warnings
 
         from conformance.engine.worker import init_worker, prepare_suites
-        from conformance.lifeline import die_with_parent
+        from conformance.engine.lifeline import die_with_parent
 
         die_with_parent()  # the raylet that started us; a local one dies with the driver
         try:  # Ctrl-C is the driver's to handle, as in the local pool

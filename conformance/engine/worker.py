@@ -14,7 +14,7 @@ import traceback
 import warnings
 from typing import Any, Callable
 
-from conformance.config import RunConfig, WorkerContext
+from conformance.engine.config import RunConfig, WorkerContext
 from op_db.records import Result, Status, WorkItem, shorten
 
 
@@ -111,7 +111,7 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
     From the parent: ("batch", [(index, item), ...]) and ("stop",). A worker started with
     no `config` (prestarted) preloads `suites`, then waits for ("init", config, suites).
     """
-    from conformance.lifeline import die_with_parent
+    from conformance.engine.lifeline import die_with_parent
 
     die_with_parent()  # a worker hung in an op must not outlive a killed parent
     # Ctrl-C goes to the whole process group: the parent decides what stops, not us.

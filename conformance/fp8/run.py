@@ -14,7 +14,7 @@ from conformance.fp8.cases import Case
 from conformance.fp8.inputs import PRIMARY_FP8, fp8_dtype
 from conformance.fp8.plan import SUBJECTS
 from conformance.numerics import Comparison, describe_value, first_bit_difference
-from conformance.oprecord import record_ops
+from conformance.reference.oprecord import record_ops
 from conformance.outcome import (
     Missing, NotApplicable, ReferenceFailed, classify_exception, describe_exception, result_for,
 )

@@ -22,7 +22,7 @@ from conformance.kernels.plan import OPCHECKS, KernelOptions
 from conformance.kernels.specs import families_by_op, reference_fn, sample_fn
 from conformance.kernels.target import load, resolve
 from conformance.numerics import Comparison, compare
-from conformance.oprecord import record_ops
+from conformance.reference.oprecord import record_ops
 from conformance.outcome import NotApplicable, ReferenceFailed, describe_exception, result_for
 from op_db.records import Result, WorkItem
 

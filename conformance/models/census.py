@@ -20,7 +20,7 @@ import queue
 import time
 from collections.abc import Callable, Sequence
 
-from conformance.lifeline import die_with_parent
+from conformance.engine.lifeline import die_with_parent
 
 BATCH = 24
 OK = "ok"
@@ -51,7 +51,7 @@ def _forward_ops(entry, model) -> tuple[str, ...]:
     import torch
 
     from conformance.models.inputs import make_inputs
-    from conformance.oprecord import record_ops
+    from conformance.reference.oprecord import record_ops
 
     inputs = make_inputs(entry.task, model.config, 0, model=model)
     with torch.no_grad(), record_ops("cpu") as recorder:

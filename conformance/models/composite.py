@@ -6,9 +6,9 @@ add); the CPU's kernel computes in float32 inside. Through a gradient that is a 
 difference of large terms (DeepSeek-V4's hyper-connection scales) the composite's bfloat16
 error can be ten times the CPU's, though every op the device ran is right. As in the OpInfo
 suite (conformance/opinfo/composite.py), the device's own recorded op sequence, replayed on
-the CPU in the item's dtype (conformance/replay.py), is a second reference, and it counts
+the CPU in the item's dtype (conformance/reference/replay.py), is a second reference, and it counts
 only if every primitive of the sequence, rerun on the device with its inputs and outputs
-kept, passes on its own (conformance/primitives.py): a fault in any of them still fails.
+kept, passes on its own (conformance/reference/primitives.py): a fault in any of them still fails.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ def against_composite(device_run: Any, ref_out: Any, hi_out: Any, failed: Compar
                       judge: Callable[..., Comparison]) -> Comparison:
     """`failed` judged once more with the replayed sequence as the second reference; `failed`
     itself where there is no replay, the replay does not pass either, or a primitive fails."""
-    from conformance.primitives import judge_primitives
-    from conformance.replay import replay
+    from conformance.reference.primitives import judge_primitives
+    from conformance.reference.replay import replay
 
     device_type = device_run.ctx.device_type
     if not device_run.calls:  # none kept (too large to keep): no replay, since nothing was replayed

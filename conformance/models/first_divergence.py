@@ -112,7 +112,7 @@ def recording(model: torch.nn.Module, device_type: str | None = None) -> Iterato
         if device_type is None:
             yield calls
         else:
-            from conformance.oprecord import record_ops
+            from conformance.reference.oprecord import record_ops
 
             with record_ops(device_type, on_op=ran):
                 yield calls

@@ -17,7 +17,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conformance.oprecord import touches_device
+from conformance.reference.oprecord import touches_device
 
 
 def reseed(seed: int, adapter: Any = None) -> None:

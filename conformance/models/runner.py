@@ -300,7 +300,7 @@ class _DeviceRun:
 
     def execute(self) -> BaseException | None:
         from conformance.models.randomness import RandomOnCpu, reseed
-        from conformance.oprecord import OpRecorder
+        from conformance.reference.oprecord import OpRecorder
 
         adapter = self.ctx.adapter
         device_type = self.ctx.device_type
@@ -347,7 +347,7 @@ class _DeviceRun:
         copies (rule 6 judges each primitive alone); [] when the run raises this time or the
         copies outgrow KEEP_CALLS_BYTES (then no primitive can vouch for the sequence)."""
         from conformance.models.randomness import RandomOnCpu, reseed
-        from conformance.oprecord import OpRecorder
+        from conformance.reference.oprecord import OpRecorder
 
         recorder = OpRecorder(self.ctx.device_type, keep_calls="snapshots", keep_bytes=KEEP_CALLS_BYTES)
         try:

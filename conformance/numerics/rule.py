@@ -17,7 +17,7 @@ With an oracle, every floating result also carries ulp statistics of device and 
 device's errors lean systematically where the CPU's do not (rule 5, `ulp.BiasRule`).
 
 Rule 6: a correct implementation is never a MISMATCH. `composite` is the device's own op
-sequence replayed on the CPU in the same dtype (conformance/replay.py): where the device
+sequence replayed on the CPU in the same dtype (conformance/reference/replay.py): where the device
 ran a decomposition or another low-precision algorithm than the CPU's kernel, rules 2 and
 3 are applied once more with that result as the reference, and a result within them passes
 with a note ("less accurate than the CPU kernel ..."); the replay runs the CPU's

@@ -2,11 +2,11 @@
 never a MISMATCH. Used by conformance/opinfo/steps.py, each only when the plain rule fails:
 
     replay_of               the device's recorded op sequence, to be replayed on the CPU
-                            (conformance/replay.py): the second reference
+                            (conformance/reference/replay.py): the second reference
     DeviceSequence          that replay, and a rerun on the device keeping each call's inputs
                             and outputs, on demand and once per sample
     against_composite       rules 2-3 once more against the second reference, provided every
-                            primitive passes alone (conformance/primitives.py)
+                            primitive passes alone (conformance/reference/primitives.py)
     lean_against_composite  rule 5 weighs the device's lean against the second reference's
     reference_from_oracle   no CPU kernel in the dtype: the float64 oracle rounded into the
                             dtype stands in for the CPU's result
@@ -27,8 +27,8 @@ from conformance.numerics.rule import numerics_against
 from conformance.opinfo import checks as chk
 from conformance.opinfo import samples as smp
 from conformance.opinfo.item import COTANGENT_SEED_OFFSET, NO_GRAD, ItemSetup, ItemTally, Reference, call, grads
-from conformance.oprecord import OpRecorder
-from conformance.replay import replay
+from conformance.reference.oprecord import OpRecorder
+from conformance.reference.replay import replay
 from conformance.outcome import classify_exception, describe_exception
 from op_db.records import Status
 
@@ -70,7 +70,7 @@ def against_composite(setup: ItemSetup, dev: Any, ref: Any, hi: Any, sequence: D
                      bias_rule=setup.expect_rounding is None)
     if not judged.ok:
         return judged
-    from conformance.primitives import judge_primitives
+    from conformance.reference.primitives import judge_primitives
 
     primitives = judge_primitives(sequence.calls(), setup.device_type)
     if primitives.ok:
@@ -92,7 +92,7 @@ def lean_against_composite(setup: ItemSetup, dev: Any, ref: Any, hi: Any, sequen
     reason = numerics.verdict() if setup.expect_rounding is None else None
     if reason:
         return dataclasses.replace(result, ok=False, rule="bias", reason=reason, numerics=numerics)
-    from conformance.primitives import judge_primitives
+    from conformance.reference.primitives import judge_primitives
 
     primitives = judge_primitives(sequence.calls(), setup.device_type)
     if not primitives.ok:

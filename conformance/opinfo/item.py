@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from conformance.harness_time import HarnessTime
+from conformance.engine.harness_time import HarnessTime
 from conformance.numerics import Comparison
 from conformance.opinfo import samples as smp
-from conformance.oprecord import OpRecorder
+from conformance.reference.oprecord import OpRecorder
 
 COTANGENT_SEED_OFFSET = 1
 RANDOMNESS_PROBE_SEED_OFFSET = 7919
@@ -90,7 +90,7 @@ class DeviceRun:
     ops: dict[str, int] = dataclasses.field(default_factory=dict)  # this sample's aten ops
     failing_op: str | None = None
     comparison: Comparison | None = None  # set once the output is judged
-    # Eager mode: the device's recorded op sequence run again on the CPU (conformance/replay.py),
+    # Eager mode: the device's recorded op sequence run again on the CPU (conformance/reference/replay.py),
     # on demand; None where nothing was recorded.
     replay: Callable[[], Any] | None = None
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from conformance.config import WorkerContext
+from conformance.engine.config import WorkerContext
 from conformance.numerics import Comparison
 from conformance.opinfo import checks as chk
 from conformance.opinfo import samples as smp

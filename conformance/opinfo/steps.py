@@ -37,7 +37,7 @@ from conformance.opinfo.item import (  # noqa: F401  (re-exported: the steps' vo
     _NOTHING, COTANGENT_SEED_OFFSET, IDENTICAL_ELEMENTS_MEASURED, NO_GRAD, RANDOMNESS_PROBE_SEED_OFFSET,
     DeviceRun, ItemSetup, ItemTally, Reference, call, grads, synchronize,
 )
-from conformance.oprecord import OpRecorder
+from conformance.reference.oprecord import OpRecorder
 from conformance.outcome import ReferenceFailed, describe_exception
 from op_db.records import shorten
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_flatten
 
-from conformance.accelerator_kernels import ACCELERATOR_KERNELS as _ACCELERATOR_KERNELS
+from conformance.reference.accelerator_kernels import ACCELERATOR_KERNELS as _ACCELERATOR_KERNELS
 
 from . import faults
 from .dynamo_skip import skip_recursively

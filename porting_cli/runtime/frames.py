@@ -2,7 +2,7 @@
 
 User code is the entry script plus every file below the project root (the script's folder for
 a single file), leaving out installed packages, virtualenvs and build output inside the root
-(porting_cli/project.py decides which folders those are) and neuron-check's own packages.
+(porting_cli/analysis/project.py decides which folders those are) and neuron-check's own packages.
 
 The site of an op or of a remapped call is the innermost user frame of the thread that made
 the call. A thread with no user frame of its own is blamed on the user line that started it
@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from porting_cli.project import is_skipped_dir
+from porting_cli.analysis.project import is_skipped_dir
 
 # neuron-check's own packages: never "the user's code", even below the script's folder.
 _OWN_PACKAGES = ("porting_cli", "conformance", "op_db", "reports")

@@ -92,7 +92,7 @@ def main(config_path: str) -> int:
     die_with_parent()  # neuron-check killed: the trace goes with it
     write = RecordWriter(config["records"])
     try:
-        from porting_cli.options import resolve_device
+        from conformance.backends.opening import resolve_device
 
         adapter, target = resolve_device(config.get("device"))
     except Exception as exc:  # noqa: BLE001 - InputError and the like, told to the parent as one sentence

@@ -113,7 +113,7 @@ def start_tracing(config: dict[str, Any]) -> None:
 
     write = RecordWriter(process_records_path(config["records"]))
     try:
-        from porting_cli.options import resolve_device
+        from conformance.backends.opening import resolve_device
 
         adapter, target = resolve_device(config.get("device"))
     except Exception as exc:  # noqa: BLE001 - told in the report; the process runs untraced

@@ -98,7 +98,7 @@ def make_recorder(device_type: str, frames: Any, write: RecordWriter):
     site), records the ops that raise, and keeps the op each thread is running now."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from conformance.oprecord import op_name, touches_device
+    from conformance.reference.oprecord import op_name, touches_device
 
     class TraceRecorder(TorchDispatchMode):
         def __init__(self) -> None:

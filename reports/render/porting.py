@@ -1,4 +1,4 @@
-"""Renderers of the porting report (the dict of porting_cli.port_report.PortReport.to_dict()).
+"""Renderers of the porting report (the dict of porting_cli.cli.port_report.PortReport.to_dict()).
 
 `render(report, fmt)` for fmt in table | md | html | json | sarif. Text formats show the same
 sections in the same order: verdict and why, effort, runtime, op table, findings, remapped

@@ -25,7 +25,7 @@ def sim_device():
 def models_ctx():
     """A worker context for the models suite on sim, prepared once per test module."""
     from conformance import backends
-    from conformance.config import RunConfig, WorkerContext
+    from conformance.engine.config import RunConfig, WorkerContext
     from conformance.models import runner
 
     adapter, device = backends.resolve("sim")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.compiling.settings import CompileSettings
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.engine.worker import init_worker, run_one
 from conformance.planning import OpsOptions
 from op_db.errors import InputError
@@ -127,7 +127,7 @@ def test_bad_compile_entries_are_refused(sim_device, profile, says):
 
 
 def test_an_adapter_without_a_compile_backend_is_refused():
-    from porting_cli.suite_cli import _check_compiler
+    from porting_cli.cli.suite_cli import _check_compiler
 
     class NoCompiler:
         name, compile_backend = "acme", None

@@ -141,7 +141,7 @@ def test_report_family_table_counts_classes_and_blocking_ops():
 
 
 def test_listing_refuses_the_other_librarys_options():
-    from porting_cli.commands.models import _list
+    from porting_cli.cli.commands.models import _list
 
     with pytest.raises(InputError, match="--family does not apply"):
         _list([], [], False, "table", 1, library="transformers", families=["video"])
@@ -151,7 +151,7 @@ def test_listing_refuses_the_other_librarys_options():
 
 def test_compile_mode_compiles_an_autoencoders_encode_and_decode(sim_device):
     from conformance.compiling.settings import CompileSettings
-    from conformance.config import RunConfig
+    from conformance.engine.config import RunConfig
     from conformance.engine.worker import init_worker, run_one
     from conformance.models.plan import ModelOptions
 

@@ -15,7 +15,7 @@ from op_db.records import Status, WorkItem
 
 torch = pytest.importorskip("torch")
 
-from conformance.config import RunConfig  # noqa: E402
+from conformance.engine.config import RunConfig  # noqa: E402
 from conformance.dist.plan import DistOptions, plan  # noqa: E402
 from conformance.dist.world import WorldExecutor, WorldSpec  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'neuron-check[ray]'")
 
-from conformance.config import RunConfig  # noqa: E402
+from conformance.engine.config import RunConfig  # noqa: E402
 from conformance.dist.plan import DistOptions  # noqa: E402
 from conformance.dist.ray_world import RayWorldExecutor  # noqa: E402
 from conformance.dist.world import WorldSpec  # noqa: E402

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conformance import backends
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.engine import local as engine
-from conformance.engine import InlineExecutor, prestart_workers, run_items, start_run
+from conformance.engine.local import InlineExecutor, prestart_workers, run_items, start_run
 from conformance.planning import OpsOptions
 from conformance.suite import plan as plan_command
 from op_db.errors import InputError
@@ -184,8 +184,8 @@ def test_ctrl_c_keeps_finished_items_and_marks_the_run_interrupted(tmp_path):
 def test_an_executor_that_cannot_go_on_leaves_an_interrupted_run_to_resume(tmp_path, capsys):
     """RunStopped (every node of a Ray cluster gone): interrupted, results kept, the reason and the
     --resume command printed, exit 75."""
-    from conformance.engine import RunStopped
-    from porting_cli.options import EXIT_STOPPED, run_and_report
+    from conformance.engine.local import RunStopped
+    from porting_cli.cli.options import EXIT_STOPPED, run_and_report
 
     config = RunConfig(backend="sim", device="sim", suite_options=OpsOptions(max_samples=1))
     store, run_id = new_run(tmp_path, config)

@@ -22,8 +22,8 @@ import pytest
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'neuron-check[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from conformance.config import RunConfig  # noqa: E402
-from conformance.engine import RunSummary, run_items  # noqa: E402
+from conformance.engine.config import RunConfig  # noqa: E402
+from conformance.engine.local import RunSummary, run_items  # noqa: E402
 from conformance.engine.ray import RayExecutor  # noqa: E402
 from conformance.planning import OpsOptions  # noqa: E402
 from conformance.suite import plan as plan_command  # noqa: E402

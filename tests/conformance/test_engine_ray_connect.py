@@ -19,7 +19,7 @@ from conformance.engine import ray_connect  # noqa: E402
 from conformance.engine.ray_nodes import NodeWatch, Placement  # noqa: E402
 from op_db.errors import InputError  # noqa: E402
 from op_db.store import Store  # noqa: E402
-from porting_cli.cli import main  # noqa: E402
+from porting_cli.cli.app import main  # noqa: E402
 
 LIMIT_S = 3.0
 # What a join may take beyond the limit: killing the probe and reading its pipe.

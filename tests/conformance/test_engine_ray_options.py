@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from conformance.engine import ray as engine_ray
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from op_db.errors import InputError
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 
 
 @pytest.mark.parametrize(("backend", "expected"), [
@@ -75,7 +75,7 @@ def captured_config(monkeypatch):
         raise SystemExit(0)
 
     monkeypatch.delenv("NEURON_CHECK_SIM_PROFILE", raising=False)
-    monkeypatch.setattr("conformance.engine.run_items", fake_run)
+    monkeypatch.setattr("conformance.engine.local.run_items", fake_run)
     monkeypatch.setattr(engine_ray.RayExecutor, "connect", lambda self, config: None)  # no cluster here
     return seen
 

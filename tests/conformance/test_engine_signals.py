@@ -1,5 +1,5 @@
 """A killed or terminated `neuron-check ops` takes its workers with it, even a hung one, and
-SIGTERM stops a run the way Ctrl-C does (conformance/lifeline.py)."""
+SIGTERM stops a run the way Ctrl-C does (conformance/engine/lifeline.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import proctree
-from conformance.lifeline import ORPHAN_EXIT, Terminated, exit_status, interrupt_on_sigterm
+from conformance.engine import proctree
+from conformance.engine.lifeline import ORPHAN_EXIT, Terminated, exit_status, interrupt_on_sigterm
 from conformance.planning import OpsOptions
 from conformance.suite import plan
 from op_db.errors import InputError
@@ -145,7 +145,7 @@ def test_sigterm_raises_terminated_once_then_is_ignored_while_stopping():
 def test_a_worker_whose_parent_is_already_gone_exits_at_once():
     """The race die_with_parent closes: the parent died before the worker could ask to die with it."""
     code = ("import os\n"
-            "from conformance.lifeline import die_with_parent\n"
+            "from conformance.engine.lifeline import die_with_parent\n"
             "die_with_parent(parent_pid=os.getppid() + 1)\n"  # as if reparented since
             "print('survived')\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}

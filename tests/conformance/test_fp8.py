@@ -8,7 +8,7 @@ import conformance.sim as sim
 from conformance import backends
 from conformance.fp8 import run as fp8
 from conformance.fp8.plan import plan as fp8_plan
-from conformance.config import RunConfig, WorkerContext
+from conformance.engine.config import RunConfig, WorkerContext
 from op_db.errors import InputError
 from op_db.records import Status, WorkItem
 
@@ -238,7 +238,7 @@ def test_probe_failure_is_unsupported_for_core_formats_and_skip_for_fnuz(ctx, pr
 def test_engine_runs_fp8_items_in_a_worker_and_stores_them(tmp_path):
     import json
 
-    from conformance.engine import run_items
+    from conformance.engine.local import run_items
     from op_db.store import Store
 
     profile_file = tmp_path / "e5m2-nan.json"

@@ -7,9 +7,9 @@ import collections
 import time
 import types
 
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.engine.local import LocalExecutor
-from conformance.harness_time import HarnessTime
+from conformance.engine.harness_time import HarnessTime
 from op_db.records import Status, WorkItem
 
 ITEM = WorkItem("opinfo", "grid_sampler_3d", "backward", "float16", "eager")

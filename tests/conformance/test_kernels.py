@@ -43,7 +43,7 @@ def write_target(folder: Path, body: str) -> str:
 def run_in_process(target: str, **options) -> dict:
     """Every planned item of `target` run in this process, as a worker runs them."""
     from conformance import backends
-    from conformance.config import RunConfig, WorkerContext
+    from conformance.engine.config import RunConfig, WorkerContext
     from conformance.kernels import plan, run
 
     kernel_options = plan.KernelOptions(target=target, **options)
@@ -188,7 +188,7 @@ def test_attention_samples_cover_the_edge_shapes():
 # -- the command: discovery and what TARGET fails to define --------------------------------------
 
 def invoke(*args):
-    from porting_cli.cli import main
+    from porting_cli.cli.app import main
 
     return CliRunner().invoke(main, [str(a) for a in args])
 

@@ -41,7 +41,7 @@ class CachesOnFirstCall(torch.nn.Module):
 def models_ctx():
     """A models-suite worker context on sim, without the zoo catalogue (these tests need none)."""
     from conformance import backends
-    from conformance.config import RunConfig, WorkerContext
+    from conformance.engine.config import RunConfig, WorkerContext
 
     adapter, device = backends.resolve("sim")
     adapter.init()
@@ -134,8 +134,8 @@ def test_a_replay_takes_random_draws_made_on_the_cpu(models_ctx, draws_from_cpu)
     """VibeVoice's idiom: noise drawn inside the forward. The models suite draws it on the CPU
     (RandomOnCpu), so its replay may take the device's numbers; elsewhere the replay gives up."""
     from conformance.models.randomness import RandomOnCpu
-    from conformance.oprecord import OpRecorder
-    from conformance.replay import replay
+    from conformance.reference.oprecord import OpRecorder
+    from conformance.reference.replay import replay
 
     device = models_ctx.device
     weight = torch.randn(4, device=device)
@@ -152,8 +152,8 @@ def test_a_replay_takes_random_draws_made_on_the_cpu(models_ctx, draws_from_cpu)
 
 def test_a_replay_reads_a_draw_as_it_was_made_whatever_is_written_to_it_later(models_ctx):
     from conformance.models.randomness import RandomOnCpu
-    from conformance.oprecord import OpRecorder
-    from conformance.replay import replay
+    from conformance.reference.oprecord import OpRecorder
+    from conformance.reference.replay import replay
 
     with RandomOnCpu("sim"), OpRecorder("sim", keep_calls="references") as recorder:
         noise = torch.randn(4, device=models_ctx.device)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conformance import backends
-from conformance.config import RunConfig, WorkerContext
+from conformance.engine.config import RunConfig, WorkerContext
 from conformance.engine.worker import run_one
 from conformance.numerics import compare
 from conformance.opinfo import run as opinfo_run
@@ -268,7 +268,7 @@ def test_cpu_reference_and_comparisons_are_reported_as_harness_time(ctx, monkeyp
 def test_recorder_lets_its_calls_go_past_its_byte_budget(sim_device):
     # Kept by reference, every intermediate tensor stays alive: a model's whole backward can
     # exhaust memory, so past the budget the calls go and the item has no second reference.
-    from conformance.oprecord import OpRecorder
+    from conformance.reference.oprecord import OpRecorder
 
     x = torch.ones(256, device="sim")
     with OpRecorder("sim", keep_calls="references", keep_bytes=4096) as small:
@@ -280,7 +280,7 @@ def test_recorder_lets_its_calls_go_past_its_byte_budget(sim_device):
 
 
 def test_recorder_counts_a_storage_once_however_many_views_are_kept(sim_device):
-    from conformance.oprecord import OpRecorder
+    from conformance.reference.oprecord import OpRecorder
 
     w = torch.ones(64, 64, device="sim")  # 16 KiB
     with OpRecorder("sim", keep_calls="references", keep_bytes=40_000) as recorder:

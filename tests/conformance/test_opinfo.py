@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import conformance.sim as sim
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.engine.worker import init_worker, run_one
 from conformance.planning import OpsOptions
 from op_db.records import Status, WorkItem

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conformance import backends
-from conformance.config import RunConfig, WorkerContext
+from conformance.engine.config import RunConfig, WorkerContext
 from conformance.numerics import ulp
 from conformance.opinfo import run as opinfo_run
 from conformance.opinfo import samples as smp

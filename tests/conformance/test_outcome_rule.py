@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from conformance import backends, outcome
-from conformance.config import RunConfig, WorkerContext
+from conformance.engine.config import RunConfig, WorkerContext
 from conformance.engine.worker import run_one
 from conformance.numerics import Comparison
 from conformance.planning import OpsOptions

@@ -62,7 +62,7 @@ def test_a_run_estimates_from_the_stores_times_of_the_same_items(tmp_path, monke
     """An engine run on a terminal starts its estimate from an earlier run's duration_s."""
     import sys
 
-    from conformance.config import RunConfig
+    from conformance.engine.config import RunConfig
     from conformance.engine import local
 
     chosen = items("add", "mul")
@@ -140,14 +140,14 @@ def test_a_worker_makes_no_semaphore_for_tqdm(setup, registered):
 
 
 def test_a_project_scan_counts_its_files_on_a_terminal(tmp_path, monkeypatch):
-    from porting_cli.batch_scan import ScanOptions
-    from porting_cli.project import discover, scan_project
+    from porting_cli.analysis.batch_scan import ScanOptions
+    from porting_cli.analysis.project import discover, scan_project
 
     for n in range(3):
         (tmp_path / f"m{n}.py").write_text("x = x.cuda()\n")
     tty = Terminal()
     monkeypatch.setattr(sys, "stderr", tty)
-    monkeypatch.setattr("porting_cli.batch_scan.ScanOptions", lambda jobs=0: ScanOptions(jobs=1, cache=None))
+    monkeypatch.setattr("porting_cli.analysis.batch_scan.ScanOptions", lambda jobs=0: ScanOptions(jobs=1, cache=None))
     scan_project(discover(str(tmp_path), None))
     drawn = [text.rsplit("  ", 2)[0] for text in tty.getvalue().split("\r")]
     assert drawn[1] == "scanning files [------------------------] 0/3"

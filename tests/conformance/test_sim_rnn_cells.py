@@ -296,9 +296,9 @@ def test_replay_and_primitive_judging_run_accelerator_only_kernels_on_the_cpu(si
     # Rule 6's second reference reruns the device's calls on the CPU, which has no kernel for
     # these ops (in this dtype): the stand-ins of accelerator_kernels.py run them, so the replay
     # is available, and a faulty kernel fails as a primitive of the sequence.
-    from conformance.oprecord import OpRecorder
-    from conformance.primitives import judge_primitives
-    from conformance.replay import replay
+    from conformance.reference.oprecord import OpRecorder
+    from conformance.reference.primitives import judge_primitives
+    from conformance.reference.replay import replay
 
     torch.manual_seed(0)
     step = workload()

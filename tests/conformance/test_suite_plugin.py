@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from conformance import suite
-from conformance.config import RunConfig
-from conformance.engine import InlineExecutor, run_items, start_run
+from conformance.engine.config import RunConfig
+from conformance.engine.local import InlineExecutor, run_items, start_run
 from conformance.numerics import compare
 from conformance.outcome import result_for
 from op_db.records import Status, WorkItem
@@ -78,7 +78,7 @@ def test_the_engine_runs_a_plugin_suite_and_the_outcome_rule_judges_it(toy_regis
 
 
 def test_the_cli_grows_the_plugin_command_with_its_options(toy_registered):
-    from porting_cli.cli import main
+    from porting_cli.cli.app import main
 
     runner = CliRunner()
     listed = runner.invoke(main, ["--help"])

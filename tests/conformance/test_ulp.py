@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import conformance.sim as sim
-from conformance.config import RunConfig
+from conformance.engine.config import RunConfig
 from conformance.engine.worker import init_worker, run_one
 from conformance.numerics import compare, ulp
 from conformance.planning import OpsOptions

@@ -63,7 +63,7 @@ def test_readme_is_a_short_front_page_with_the_two_setup_commands():
         assert f"\n{command}\n" in readme and f"\n{command}\n" in ci, command
 
 
-# A path into the repository's packages, as the pages name them (`conformance/lifeline.py`).
+# A path into the repository's packages, as the pages name them (`conformance/engine/lifeline.py`).
 _REPO_PATH = re.compile(r"\b(?:benchmarks|conformance|op_db|porting_cli|reports|tests|examples)/[\w./-]*\w")
 
 

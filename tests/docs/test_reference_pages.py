@@ -13,15 +13,15 @@ from click.testing import CliRunner
 
 from conformance.outcome import ENGINE_RULES, RULES as OUTCOME_RULES
 from op_db.records import STATUS_MEANINGS, Status
-from porting_cli.cli import main
-from porting_cli.reference_pages import (
+from porting_cli.cli.app import main
+from porting_cli.cli.reference_pages import (
     PAGES,
     cli_reference_markdown,
     reference_pages,
     rules_page_markdown,
     statuses_page_markdown,
 )
-from porting_cli.scan import RULES, scan_file
+from porting_cli.analysis.scan import RULES, scan_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib: the helper module
 from doc_examples import doc_pages  # noqa: E402
@@ -143,7 +143,7 @@ def test_no_page_claims_a_fix_the_rule_table_does_not_have():
              for page in doc_pages(ROOT) if page.exists()
              for rule_id, claimed in auto_fix_claims(page.read_text(encoding="utf-8"))
              if rule_id in by_id and by_id[rule_id].fixable != claimed]
-    assert not wrong, f"pages disagree with porting_cli/scan/rules.py on auto-fix: {wrong}"
+    assert not wrong, f"pages disagree with porting_cli/analysis/scan/rules.py on auto-fix: {wrong}"
 
 
 def test_the_old_readme_table_is_caught():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from porting_cli.cli import COMMANDS, route_script
+from porting_cli.cli.app import COMMANDS, route_script
 
 
 def run_cli(*args, **kwargs):
@@ -18,7 +18,7 @@ def run_cli(*args, **kwargs):
 def test_help_does_not_import_torch():
     probe = (
         "import sys\n"
-        "from porting_cli.cli import main\n"
+        "from porting_cli.cli.app import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')\n"
     )

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from porting_cli.fix import patch_path
+from porting_cli.analysis.fix import patch_path
 
 from .test_project import cli
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from porting_cli.effort import HOURS, change_items, decide
-from porting_cli.port_report import build_report, finding_dict
-from porting_cli.scan import scan_file, scan_source
+from porting_cli.analysis.effort import HOURS, change_items, decide
+from porting_cli.cli.port_report import build_report, finding_dict
+from porting_cli.analysis.scan import scan_file, scan_source
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -86,7 +86,7 @@ def test_effort_sums_the_item_ranges():
 
 
 def project_report(sources: dict[str, str]) -> dict:
-    from porting_cli.scan import ScanResult
+    from porting_cli.analysis.scan import ScanResult
 
     findings = [f for path, text in sources.items() for f in scan_source(text, path).findings]
     return build_report("proj", ScanResult(path="proj", findings=findings, lines=1), "").to_dict()

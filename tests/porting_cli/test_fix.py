@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from porting_cli.fix import fix_file, fix_source, unified_diff
-from porting_cli.scan import scan_source
+from porting_cli.analysis.fix import fix_file, fix_source, unified_diff
+from porting_cli.analysis.scan import scan_source
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -194,8 +194,8 @@ def test_ddp_device_ids_are_no_finding_and_are_guarded_only_where_other_fixes_ma
 
 
 def test_the_lines_of_companion_edits_survive_the_scan_cache(tmp_path):
-    from porting_cli.batch_scan import _fix_result, analyse
-    from porting_cli.scan.cache import CachedScan
+    from porting_cli.analysis.batch_scan import _fix_result, analyse
+    from porting_cli.analysis.scan.cache import CachedScan
 
     text = DDP_SOURCE.format(place="    model = model.cuda(rank)\n")
     cached = CachedScan.from_json(analyse(text, "t.py").to_json(), "t.py")

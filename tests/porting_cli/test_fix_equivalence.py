@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from porting_cli.fix import fix_source
-from porting_cli.scan import RULES
+from porting_cli.analysis.fix import fix_source
+from porting_cli.analysis.scan import RULES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib: the helper module
 from equivalence import record  # noqa: E402

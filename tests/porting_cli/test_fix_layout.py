@@ -10,8 +10,8 @@ import ast
 
 import pytest
 
-from porting_cli.fix import fix_source
-from porting_cli.scan import scan_source
+from porting_cli.analysis.fix import fix_source
+from porting_cli.analysis.scan import scan_source
 
 PRELUDE = ("\n# neuron-check: the current accelerator, or the CPU where there is none\n"
            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n')

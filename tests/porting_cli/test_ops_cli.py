@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 
 PROFILES = Path(__file__).parents[1] / "conformance" / "profiles"
 

@@ -11,8 +11,8 @@ import pytest
 
 from op_db.records import Result, Status
 from op_db.store import Store
-from porting_cli.port_report import build_report, exit_code
-from porting_cli.scan import scan_source
+from porting_cli.cli.port_report import build_report, exit_code
+from porting_cli.analysis.scan import scan_source
 from porting_cli.runtime.trace import OpUse, Prediction, TraceResult, read_records
 from reports.render.porting import render
 from reports.render.sarif import porting_sarif
@@ -190,7 +190,7 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, make, expected):
 
 
 def test_static_only_does_not_import_torch():
-    probe = ("import sys\nfrom porting_cli.cli import main\n"
+    probe = ("import sys\nfrom porting_cli.cli.app import main\n"
              "try:\n    main(['examples/gpt_amp_train.py', '--static-only', '--format', 'json', '-o', '/dev/null'])\n"
              "except SystemExit as e:\n    assert e.code == 0, e.code\n"
              "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')\n")

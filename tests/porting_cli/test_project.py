@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from op_db.errors import InputError
-from porting_cli.gitignore import IgnoreFile, is_ignored
-from porting_cli.project import discover, scan_project, walk
+from porting_cli.analysis.gitignore import IgnoreFile, is_ignored
+from porting_cli.analysis.project import discover, scan_project, walk
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
@@ -217,7 +217,7 @@ def test_project_runtime_attributes_ops_to_the_imported_modules_lines_and_counts
 def test_a_file_the_scanner_fails_on_is_an_error_row_and_the_report_stands(tmp_path, monkeypatch):
     """One file never sinks a project: whatever goes wrong inside the scan of one file (here an
     injected fault of the rule engine) becomes that file's error row."""
-    import porting_cli.scan.checked as checked
+    import porting_cli.analysis.scan.checked as checked
 
     make_tree(tmp_path, {"train.py": "import torch\nx = torch.ones(1).cuda()\n",
                          "broken.py": "import torch\ny = torch.ones(1).cuda()  # trips the fault\n"})

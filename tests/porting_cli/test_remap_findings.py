@@ -2,9 +2,9 @@
 
 import pytest
 
-from porting_cli.port_report import build_report
+from porting_cli.cli.port_report import build_report
 from porting_cli.runtime.remap_findings import advice_for, remap_findings
-from porting_cli.scan import scan_source
+from porting_cli.analysis.scan import scan_source
 from porting_cli.runtime.trace import OpUse, TraceResult
 
 CLEAN = "import torch\ndevice = config.device\nx = torch.ones(2, device=device)\n"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from op_db.sample import sample_results, write_sample_run
 from op_db.store import Store
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 
 
 def cli(*args, env=None):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from op_db.errors import InputError
-from porting_cli.scan import RULES, ScanError, rules_markdown, scan_file, scan_source
-from porting_cli.scan.engine import analyze
+from porting_cli.analysis.scan import RULES, ScanError, rules_markdown, scan_file, scan_source
+from porting_cli.analysis.scan.engine import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -177,7 +177,7 @@ def test_syntax_error_in_source_text():
 
 
 def test_scanning_does_not_import_torch():
-    code = ("import sys, porting_cli.scan as s, porting_cli.fix as f\n"
+    code = ("import sys, porting_cli.analysis.scan as s, porting_cli.analysis.fix as f\n"
             f"s.scan_file({str(FIXTURES / 'cuda_all.py')!r})\n"
             f"f.fix_file({str(FIXTURES / 'cuda_all.py')!r}, write=False)\n"
             "print('torch' in sys.modules)\n")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from porting_cli.fix import fix_source
-from porting_cli.scan import ScanError, scan_source
-from porting_cli import batch_scan as batch
-from porting_cli.batch_scan import ScanOptions, scan_paths
-from porting_cli.scan.cache import ScanCache
+from porting_cli.analysis.fix import fix_source
+from porting_cli.analysis.scan import ScanError, scan_source
+from porting_cli.analysis import batch_scan as batch
+from porting_cli.analysis.batch_scan import ScanOptions, scan_paths
+from porting_cli.analysis.scan.cache import ScanCache
 
 SCRIPT = """import torch
 
@@ -78,7 +78,7 @@ def test_a_new_scanner_identity_misses(tmp_path, cache, count_analyses, monkeypa
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     scan_paths([(str(script), "train.py")], ScanOptions(cache=cache))
-    monkeypatch.setattr("porting_cli.scan.cache.scanner_identity", lambda: "another rule table")
+    monkeypatch.setattr("porting_cli.analysis.scan.cache.scanner_identity", lambda: "another rule table")
     again, = scan_paths([(str(script), "train.py")], ScanOptions(cache=cache))
     assert not again.cached and len(count_analyses) == 2
 
@@ -126,11 +126,11 @@ def test_no_cache_env_turns_it_off(monkeypatch, tmp_path):
 
 
 # The command group's main, not `python -m porting_cli`: that entry point ends the process
-# with os._exit (porting_cli.cli.console_main), so nothing could be printed after it.
+# with os._exit (porting_cli.cli.app.console_main), so nothing could be printed after it.
 IMPORTS_OF_A_RUN = """
 import json, sys
 sys.argv = ["neuron-check", *sys.argv[1:]]
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 try:
     main(args=sys.argv[1:], prog_name="neuron-check")
 except SystemExit:

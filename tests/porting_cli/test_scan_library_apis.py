@@ -1,4 +1,4 @@
-"""APIs of other packages that need a CUDA-only library (porting_cli/scan/cuda_library_apis.json).
+"""APIs of other packages that need a CUDA-only library (porting_cli/analysis/scan/cuda_library_apis.json).
 
 The script never imports the library itself: Lightning's precision plugin, Accelerate's bnb
 quantization, Diffusers' xformers switch pull it in. The data says which; a mere check that the
@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from porting_cli.scan import RULES_BY_ID, scan_source
-from porting_cli.scan.libraries import library_for
-from porting_cli.scan.library_apis import DATA, api_for, method_api
+from porting_cli.analysis.scan import RULES_BY_ID, scan_source
+from porting_cli.analysis.scan.libraries import library_for
+from porting_cli.analysis.scan.library_apis import DATA, api_for, method_api
 
 
 def found(source: str) -> list[tuple[str, int]]:

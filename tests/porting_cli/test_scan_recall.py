@@ -7,10 +7,10 @@ import ast
 
 import pytest
 
-from porting_cli.fix import fix_source
-from porting_cli.scan import scan_source
-from porting_cli.scan.checked import syntax_problem
-from porting_cli.scan.engine import analyze_cached
+from porting_cli.analysis.fix import fix_source
+from porting_cli.analysis.scan import scan_source
+from porting_cli.analysis.scan.checked import syntax_problem
+from porting_cli.analysis.scan.engine import analyze_cached
 
 
 def rules_by_line(source: str) -> dict[int, list[str]]:
@@ -204,7 +204,7 @@ def _fake_installed(tmp_path, name, requires=(), kernel=False):
 
 @pytest.fixture
 def installed(tmp_path, monkeypatch):
-    from porting_cli.scan import libraries
+    from porting_cli.analysis.scan import libraries
 
     def install(name, **kwargs):
         monkeypatch.syspath_prepend(str(_fake_installed(tmp_path, name, **kwargs)))
@@ -300,7 +300,7 @@ def test_an_attribute_bound_to_an_api_is_reported_where_used_not_where_bound():
 
 
 def test_naming_bitsandbytes_config_does_not_block_building_one_does():
-    from porting_cli.scan import RULES_BY_ID
+    from porting_cli.analysis.scan import RULES_BY_ID
 
     imported = scan_source("from transformers import (\n    AutoModel,\n    BitsAndBytesConfig,\n)\n").findings
     assert [(f.rule_id, f.line) for f in imported] == [("NC905", 3)] and not RULES_BY_ID["NC905"].blocks

@@ -4,7 +4,7 @@
 import pytest
 from click.testing import CliRunner
 
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 
 COMPILE_FLAGS = ("--compile-backend", "--fullgraph", "--dynamic", "--compile-options")
 
@@ -44,7 +44,7 @@ def test_suites_with_a_compile_mode_keep_them(command):
 def test_compile_mode_gets_five_times_the_suites_time_limit(name, modes, expected):
     # Compiling every sample's graph is inside the item's time; the limit is a hang guard.
     from conformance import suite
-    from porting_cli.suite_cli import default_timeout_s
+    from porting_cli.cli.suite_cli import default_timeout_s
 
     chosen = suite.get(name)
     options = chosen.options_type(**({"modes": modes} if modes else {}))

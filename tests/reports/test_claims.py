@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from op_db.records import Status
 from op_db.sample import result, sample_results
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 from reports.claims import judge_claims, verdict
 from reports.claims_table import ClaimRow, read_claims
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from op_db.sample import result, sample_results, write_sample_run
 from op_db.store import Store
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 from reports.gate import evaluate, load_manifest
 from reports.model import build_report
 from op_db.errors import InputError

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from op_db.sample import result, sample_results, write_sample_run
 from op_db.store import Store
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 from reports.render.hf import run_info
 
 

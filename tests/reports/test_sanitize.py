@@ -170,8 +170,8 @@ def test_gate_text_is_inert(hostile_report, hostile_text):
 
 @pytest.mark.parametrize("fmt", ["table", "md", "html", "json", "sarif"])
 def test_every_porting_format_is_inert(fmt, hostile_text, markdown_html):
-    from porting_cli.port_report import build_report as build_porting_report
-    from porting_cli.scan import scan_source
+    from porting_cli.cli.port_report import build_report as build_porting_report
+    from porting_cli.analysis.scan import scan_source
     from porting_cli.runtime.trace import OpUse, TraceResult
     from reports.render.porting import render
 

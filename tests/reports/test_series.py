@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from op_db.records import WorkItem
 from op_db.sample import result, write_sample_run
 from op_db.store import Store
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 from reports.dashboard import build_dashboard, consecutive_regressions, load_series
 from reports.series import selection, selects
 

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from op_db.sample import result, sample_results, write_sample_run
 from op_db.store import Store
 from op_db.text import cut, plural
-from porting_cli.cli import main
+from porting_cli.cli.app import main
 
 # A mismatch text whose 120th character falls inside a figure.
 NUMBERS = ("sample 0: max abs err 0.015625 at index (3, 1); rmse vs float64 oracle 0.00442 "
@@ -75,10 +75,10 @@ def test_report_output_says_what_it_wrote(sample_db, tmp_path, fmt, suffix):
 
 
 def test_one_item_is_not_items(tmp_path, capsys):
-    from conformance.config import RunConfig
+    from conformance.engine.config import RunConfig
     from conformance.engine.local import Executor
     from op_db.records import Result, Status, WorkItem
-    from porting_cli.options import run_and_report
+    from porting_cli.cli.options import run_and_report
 
     class Instant(Executor):
         def execute(self, work, config, emit):

@@ -17,7 +17,7 @@ def check_class(entry):
     from conformance.models.diffusers import zoo
     from conformance.models.diffusers.forward import run_forward
     from conformance.models.diffusers.item import make_inputs
-    from conformance.oprecord import record_ops
+    from conformance.reference.oprecord import record_ops
 
     start = time.perf_counter()
     stage = "model"

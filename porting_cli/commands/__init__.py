@@ -1,1 +1,0 @@
-"""One module per CLI command, each defining `command`; see porting_cli.cli.COMMANDS."""
