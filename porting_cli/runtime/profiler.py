@@ -112,7 +112,9 @@ def per_line(found: dict[str, Any]) -> list[dict[str, Any]]:
 def bottlenecks(lines: list[dict[str, Any]], total_s: float, steps: int, top: int = TOP_N) -> list[dict[str, Any]]:
     """The top lines by device time, each with one sentence of advice from what was measured."""
     found = []
-    for r in [r for r in lines if r["line"]][:top]:
+    chosen = [r for r in lines if r["line"]][:top]
+    chosen += [r for r in lines if r["line"] and r not in chosen and (r["syncs"] or r["copies"]) >= steps][:3]
+    for r in chosen:
         share = r["device_time_s"] / total_s if total_s else 0.0
         where = f"{r['file']}:{r['line']}"
         if r["fallback_ops"]:
@@ -128,7 +130,7 @@ def bottlenecks(lines: list[dict[str, Any]], total_s: float, steps: int, top: in
                       "to the device once, outside the loop, or use pinned memory with non_blocking=True.")
         else:
             top_op = max(r["op_names"], key=r["op_names"].get) if r["op_names"] else "its ops"
-            advice = (f"{share:.0%} of the device time, mostly {top_op}: the line's own compute; "
+            advice = (f"{share:.0%} of the device time, most often {top_op}: the line's own compute; "
                       "a smaller shape, a fused op or a lower precision is where to look.")
         found.append({"file": r["file"], "line": r["line"], "site": where, "device_time_s": r["device_time_s"],
                       "share": round(share, 4), "advice": advice})
