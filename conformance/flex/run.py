@@ -9,13 +9,15 @@ and the device type.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
 from conformance.flex import variants as fv
-from conformance.numerics import Comparison, compare
+from conformance.numerics import compare
+from conformance.reference.oprecord import record_ops
 from conformance.outcome import Missing, RegistrationFailed, ReferenceFailed, describe_exception, result_for
 from op_db.records import Result, WorkItem
 
@@ -73,7 +75,10 @@ def run_item(item: WorkItem, ctx: Any) -> Result:
         return result_for(item, ReferenceFailed(f"the dense reference failed: {describe_exception(exc)}"))
     flex, watch = _flex(ctx, item.mode)
     fields: dict[str, Any] = {"samples": 1, "check": "numerics"}
-    with ctx.adapter.track_fallbacks() as fallbacks:
+    # Eager items record the ops flex runs (the HOP and the ops inside it); dynamo declines to
+    # compile user code under a dispatch mode, so compiled items report their graphs instead.
+    recording = record_ops(ctx.device_type) if watch is None else contextlib.nullcontext(None)
+    with ctx.adapter.track_fallbacks() as fallbacks, recording as recorder:
         try:
             got, _ = _run(lambda s: fv.run_flex(s, flex), base.on(ctx.device, dtype, backward), backward, cotangents)
             ctx.adapter.synchronize()
@@ -89,8 +94,10 @@ def run_item(item: WorkItem, ctx: Any) -> Result:
             if any(words in text for words in _REFUSALS):
                 return result_for(item, Missing(f"{text} (device type {torch.device(ctx.device).type})"),
                                   failing_op="higher_order.flex_attention", **fields)
-            return result_for(item, exc, failing_op="higher_order.flex_attention", **fields)
+            return result_for(item, exc, failing_op=(recorder and recorder.failing_op)
+                              or "higher_order.flex_attention", **fields)
     fields["fallback_ops"] = sorted(fallbacks.ops)
+    fields["aten_ops"] = dict(recorder.ops) if recorder is not None else {}
     if watch is not None:
         fields["compile"] = watch.facts().to_dict()
     comparison = compare(tuple(got), tuple(want), tuple(oracle))
