@@ -20,8 +20,26 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def op_name(func: Any) -> str:
-    """'aten.mul.Tensor': the name profiles, results and reports use."""
+    """'aten.mul.Tensor' (a higher-order operator: 'higher_order.flex_attention'): the name
+    profiles, results and reports use."""
+    if isinstance(func, torch._ops.HigherOrderOperator):
+        return f"higher_order.{func.name()}"
     return str(func)
+
+
+def _backend_key(args: Any, kwargs: Any):
+    """The backend dispatch key of the first tensor argument (CompositeExplicitAutograd if none):
+    where a higher-order operator's own kernel for that device is found."""
+    from torch._C import DispatchKey
+
+    for leaf in pytree.tree_leaves((args, kwargs)):
+        if isinstance(leaf, torch.Tensor):
+            kind = leaf.device.type
+            if kind == torch._C._get_privateuse1_backend_name():
+                return DispatchKey.PrivateUse1
+            return {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA, "meta": DispatchKey.Meta}.get(
+                kind, DispatchKey.CompositeExplicitAutograd)
+    return DispatchKey.CompositeExplicitAutograd
 
 
 def touches_device(args: Any, kwargs: Any, out: Any, device_type: str) -> bool:
@@ -71,7 +89,20 @@ class OpRecorder(TorchDispatchMode):
     to attach source lines). `keep_calls`: also keep every call in `calls`, by reference
     ("references": cheap, for conformance/reference/replay.py) or as CPU copies of its device tensors
     ("snapshots": each primitive's own inputs and outputs, for judging it alone).
+
+    A higher-order operator (flex attention) is counted under its own name ('higher_order.NAME')
+    and then run through its kernel for the device with the recorder active, so the aten ops
+    inside it are recorded as well; only those are kept as calls (a replay reruns them).
     """
+
+    supports_higher_order_operators = True
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Eager `flex_attention` compiles its HOP call (backend "eager", fullgraph): dynamo refuses
+        that under a user dispatch mode. Off while dynamo compiles, on while the compiled code runs,
+        the recorder still sees every op that runs (the suites never record compiled items)."""
+        return True
 
     def __init__(self, device_type: str, on_op: Callable[[str, Any, Any], None] | None = None,
                  keep_calls: str | None = None, keep_bytes: int | None = None):
@@ -101,6 +132,8 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return self._higher_order(func, args, kwargs)
         name = op_name(func)
         on_device = touches_device(args, kwargs, None, self.device_type)
         before = None
@@ -126,6 +159,24 @@ class OpRecorder(TorchDispatchMode):
                 snapshot = self._snapshot(out)
                 self.calls.append(RecordedCall(func, *before, snapshot, {}))
                 self._count_kept((before, snapshot))
+            if self.on_op is not None:
+                self.on_op(name, args, kwargs)
+        return out
+
+    def _higher_order(self, func, args, kwargs):
+        """Count the HOP, then run its device kernel with this recorder on (PyTorch pops the mode
+        before handing a HOP to it), so the ops it runs are recorded one by one."""
+        name = op_name(func)
+        on_device = touches_device(args, kwargs, None, self.device_type)
+        try:
+            with self:
+                out = func.dispatch(_backend_key(args, kwargs), *args, **kwargs)
+        except BaseException:
+            if self.failing_op is None and on_device:
+                self.failing_op = name
+            raise
+        if on_device:
+            self.ops[name] += 1
             if self.on_op is not None:
                 self.on_op(name, args, kwargs)
         return out
