@@ -43,7 +43,11 @@ def _backend_key(args: Any, kwargs: Any):
 
 
 def touches_device(args: Any, kwargs: Any, out: Any, device_type: str) -> bool:
-    for leaf in pytree.tree_leaves((args, kwargs, out)):
+    return _on_device(pytree.tree_leaves((args, kwargs, out)), device_type)
+
+
+def _on_device(leaves: list, device_type: str) -> bool:
+    for leaf in leaves:
         if isinstance(leaf, torch.Tensor) and leaf.device.type == device_type:
             return True
         if isinstance(leaf, torch.device) and leaf.type == device_type:
@@ -71,9 +75,9 @@ def tensor_key(t: torch.Tensor) -> int:
     return t._cdata
 
 
-def _versions(args: Any, kwargs: Any) -> dict[int, int]:
+def _versions(leaves: list) -> dict[int, int]:
     found = {}
-    for t in pytree.tree_leaves((args, kwargs)):
+    for t in leaves:
         if isinstance(t, torch.Tensor):
             try:
                 found[tensor_key(t)] = t._version
@@ -135,10 +139,12 @@ class OpRecorder(TorchDispatchMode):
         if isinstance(func, torch._ops.HigherOrderOperator):
             return self._higher_order(func, args, kwargs)
         name = op_name(func)
-        on_device = touches_device(args, kwargs, None, self.device_type)
+        # One walk of the arguments serves both questions: this runs around every aten call.
+        leaves = pytree.tree_leaves((args, kwargs))
+        on_device = _on_device(leaves, self.device_type)
         before = None
         if self.keep_calls == "references":
-            before = _versions(args, kwargs)
+            before = _versions(leaves)
         elif self.keep_calls == "snapshots" and on_device:
             before = self._snapshot((args, kwargs))
         try:
