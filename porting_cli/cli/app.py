@@ -22,6 +22,7 @@ COMMANDS = {
     "models": "models",
     "dist": "dist",
     "kernels": "kernels",
+    "flex-attention": "flex",
     "devices": "devices",
     "runs": "runs",
     "report": "report",
@@ -31,7 +32,6 @@ COMMANDS = {
     "coverage": "coverage",
     "profile": "profile",
     "claims": "claims",
-    "trace": "trace",
 }
 
 EXIT_OK, EXIT_TRIPPED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
