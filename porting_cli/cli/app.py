@@ -32,6 +32,7 @@ COMMANDS = {
     "coverage": "coverage",
     "profile": "profile",
     "claims": "claims",
+    "trace": "trace",
 }
 
 EXIT_OK, EXIT_TRIPPED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
