@@ -47,6 +47,7 @@ def command(script: str, script_args: tuple[str, ...], device: str | None, sim_p
     from op_db.errors import InputError
     from porting_cli.analysis.project import discover
     from porting_cli.runtime import profiler, profiler_export
+    from reports.sanitize import echo
 
     if not os.path.isfile(script) and not os.path.isdir(script):
         raise InputError(f"{script}: no such script.")
@@ -65,7 +66,7 @@ def command(script: str, script_args: tuple[str, ...], device: str | None, sim_p
     report = profiler.report(found, top)
     if fmt == "parquet":
         profiler_export.write_parquet(report, found["events"], output)
-        click.echo(f"wrote {output} (schema {profiler_export.PARQUET_SCHEMA_VERSION})")
+        echo(f"wrote {output} (schema {profiler_export.PARQUET_SCHEMA_VERSION})")
         return 0
     text = {"table": profiler_export.render_table, "json": profiler_export.render_json,
             "html": profiler_export.render_html}[fmt](report)
@@ -73,7 +74,5 @@ def command(script: str, script_args: tuple[str, ...], device: str | None, sim_p
         with open(output, "w", encoding="utf-8") as handle:
             handle.write(text)
     else:
-        from reports.sanitize import echo
-
         echo(text, nl=False)
     return 0
