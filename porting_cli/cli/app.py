@@ -22,6 +22,7 @@ COMMANDS = {
     "models": "models",
     "dist": "dist",
     "kernels": "kernels",
+    "quant": "quant",
     "devices": "devices",
     "runs": "runs",
     "report": "report",
