@@ -20,6 +20,7 @@ import torch
 from conformance.numerics import Comparison, compare
 from conformance.outcome import NotApplicable, ReferenceFailed, describe_exception, result_for
 from conformance.quant import recipes, targets
+from conformance.quant.judge import compare_weights, cpu_refusal, finish, watch_of
 from conformance.quant.plan import TRAINING
 from conformance.reference.oprecord import record_ops
 from op_db.records import Result, WorkItem
@@ -49,9 +50,6 @@ def run_item(item: WorkItem, ctx: Any) -> Result:
         return training.run(item, ctx, target, dtype)
     return _inference(item, ctx, target, dtype)
 
-
-def cpu_refusal(recipe: str, error: BaseException) -> NotApplicable:
-    return NotApplicable(f"torchao cannot build {recipe} on the CPU: {describe_exception(error)}")
 
 
 def _inference(item: WorkItem, ctx: Any, target: targets.Target, dtype: torch.dtype) -> Result:
@@ -90,7 +88,7 @@ def _inference(item: WorkItem, ctx: Any, target: targets.Target, dtype: torch.dt
 def _on_device(item, ctx, target, config, weights, reference, oracle, base) -> Result:
     from torchao.quantization import quantize_
 
-    watch = _watch(ctx) if item.mode == "compile" else None
+    watch = watch_of(ctx) if item.mode == "compile" else None
     recording = contextlib.nullcontext(None) if watch is not None else record_ops(ctx.device_type)
     comparisons: list[tuple[str, Comparison]] = []
     failure: BaseException | None = None
@@ -114,57 +112,7 @@ def _on_device(item, ctx, target, config, weights, reference, oracle, base) -> R
     return finish(item, comparisons, failure, recorder, watch, fallbacks, base)
 
 
-def finish(item, comparisons, failure, recorder, watch, fallbacks, base) -> Result:
-    """The Result of an item's named comparisons, or of the device's failure."""
-    fields = dict(base, samples_passed=sum(c.ok for _, c in comparisons), fallback_ops=sorted(fallbacks.ops))
-    if failure is None:
-        fields["samples"] = len(comparisons)
-    if watch is None:
-        fields["aten_ops"] = dict(recorder.ops)
-    else:
-        fields["compile"] = watch.facts(phase=watch.failure_phase(failure) if failure else None).to_dict()
-        fields["aten_ops"] = {op: 1 for op in fields["compile"].get("graph_ops", [])}
-    if failure is not None:
-        return result_for(item, failure, failing_op=recorder.failing_op if recorder else None,
-                          first_failure=f"after {len(comparisons)} checks: raised", **fields)
-    failed = next(((label, c) for label, c in comparisons if not c.ok), None)
-    if failed is None:
-        total = Comparison(True, "exact")
-        for _, comparison in comparisons:
-            total = total.merge(comparison)
-        result = result_for(item, total, fallback=bool(fields["fallback_ops"]), **fields)
-    else:
-        label, comparison = failed
-        result = result_for(item, comparison, first_failure=f"{label}: {comparison.where or comparison.reason}",
-                            **fields)
-    errors = [c for _, c in comparisons]
-    result.max_abs_err = _worst([c.max_abs_err for c in errors])
-    result.max_rel_err = _worst([c.max_rel_err for c in errors])
-    result.err_ratio = _worst([c.err_ratio for c in errors])
-    return result
 
-
-def compare_weights(cpu: dict[str, torch.Tensor], device: dict[str, torch.Tensor]) -> list[tuple[str, Comparison]]:
-    """Each quantized tensor's inner tensors, device against CPU: integer ones exactly."""
-    found = []
-    for name, weight in cpu.items():
-        there = device.get(name)
-        if there is None or type(there) is not type(weight):
-            what = "a plain tensor" if there is None else type(there).__name__
-            found.append((f"weight {name}", Comparison(False, "structure", f"quantize_ made {what} on the device "
-                                                       f"where the CPU made {type(weight).__name__}")))
-            continue
-        found.extend(compare_inner(f"weight {name}", weight, there))
-    return found
-
-
-def compare_inner(label: str, cpu: torch.Tensor, device: torch.Tensor) -> list[tuple[str, Comparison]]:
-    found = []
-    device_inner = recipes.inner_tensors(device)
-    for inner, value in recipes.inner_tensors(cpu).items():
-        exact = not (value.is_floating_point() and value.element_size() > 1)
-        found.append((f"{label}.{inner}", compare(device_inner[inner].cpu(), value, exact=exact)))
-    return found
 
 
 def quantization_error(quantized: torch.Tensor, unquantized: torch.Tensor) -> dict[str, float]:
@@ -178,13 +126,3 @@ def quantization_error(quantized: torch.Tensor, unquantized: torch.Tensor) -> di
 def _wide(inputs: tuple) -> tuple:
     return tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
 
-
-def _watch(ctx: Any) -> Any:
-    from conformance.compiling.watch import CompileWatch
-
-    return CompileWatch(ctx.compile_backend, ctx.config.compile)
-
-
-def _worst(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None

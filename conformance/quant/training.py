@@ -25,7 +25,7 @@ import torch
 from conformance.numerics import compare
 from conformance.outcome import NotApplicable, ReferenceFailed, describe_exception, result_for
 from conformance.quant import targets
-from conformance.quant.run import _watch, compare_inner, cpu_refusal, finish
+from conformance.quant.judge import compare_inner, cpu_refusal, finish
 from conformance.reference.oprecord import record_ops
 from op_db.records import Result, WorkItem
 
