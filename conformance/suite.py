@@ -34,6 +34,7 @@ BUILTIN = {
     "dist": "conformance.dist.suite:SUITE",
     "kernels": "conformance.kernels.suite:SUITE",
     "quant": "conformance.quant.suite:SUITE",
+    "flex_attention": "conformance.flex.suite:SUITE",
 }
 
 

@@ -23,6 +23,7 @@ COMMANDS = {
     "dist": "dist",
     "kernels": "kernels",
     "quant": "quant",
+    "flex-attention": "flex",
     "devices": "devices",
     "runs": "runs",
     "report": "report",
