@@ -7,7 +7,7 @@ sets it (`cli_option`); porting_cli turns those declarations into click options,
 a new suite adds a command without touching the engine or the CLI's shared options.
 
 Built-in suites: `opinfo` and `fp8` (both planned by `neuron-check ops`), `model`
-(`neuron-check models`), `dist` and `kernels` (`neuron-check kernels TARGET`). A third party adds one through the entry-point group
+(`neuron-check models`), `dist`, `kernels` (`neuron-check kernels TARGET`) and `quant` (`neuron-check quant`). A third party adds one through the entry-point group
 `neuron_check.suites` (the entry point loads a Suite instance or class), as backends do in
 `neuron_check.backends`.
 
@@ -33,6 +33,7 @@ BUILTIN = {
     "model": "conformance.models.suite:SUITE",
     "dist": "conformance.dist.suite:SUITE",
     "kernels": "conformance.kernels.suite:SUITE",
+    "quant": "conformance.quant.suite:SUITE",
     "flex_attention": "conformance.flex.suite:SUITE",
 }
 

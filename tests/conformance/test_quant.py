@@ -1,0 +1,120 @@
+"""The quant suite on sim: a fault-free sim passes; faults in the ops a recipe issues are caught."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torchao")
+
+import conformance.sim as sim  # noqa: E402
+from conformance import backends  # noqa: E402
+from conformance.engine.config import RunConfig, WorkerContext  # noqa: E402
+from conformance.quant import run as quant  # noqa: E402
+from conformance.quant.plan import QuantOptions, plan  # noqa: E402
+from op_db.errors import InputError  # noqa: E402
+from op_db.records import Status, WorkItem  # noqa: E402
+
+# On sim, both int8 recipes multiply through aten.mm (weight-only: the dequantized weight; dynamic:
+# torchao's safe_int_mm off CUDA/CPU, which multiplies the int8 codes as float32; on the CPU it
+# is aten._int_mm); intx weight-only multiplies the biased linears through aten.addmm.
+MM_SCALE_FAULT = {"faults": [{"op": "aten.mm.default", "dtype": "float32", "kind": "scale", "value": 1.01}]}
+
+
+def item(recipe: str, target: str = "linear.g64", dtype: str = "float32") -> WorkItem:
+    return WorkItem("quant", recipe, target, dtype, "eager")
+
+
+@pytest.fixture
+def ctx():
+    sim.register()
+    sim.set_profile(None)
+    context = WorkerContext(RunConfig(backend="sim", device="sim"), backends.get("sim").init())
+    quant.prepare(context)
+    yield context
+    sim.set_profile(None)
+
+
+def profile(data: dict) -> None:
+    sim.set_profile(sim.load_profile({"name": "test", **data}))
+
+
+def test_plan_crosses_recipes_targets_and_dtypes():
+    items = plan(QuantOptions(recipes=("int8_weight_only", "int8_dynamic_int8_weight"), targets=("linear.g32", "llama"), dtypes=("bf16",)))
+    assert [(i.subject, i.variant, i.dtype) for i in items] == [
+        ("int8_weight_only", "linear.g32", "bfloat16"), ("int8_weight_only", "llama", "bfloat16"),
+        ("int8_dynamic_int8_weight", "linear.g32", "bfloat16"), ("int8_dynamic_int8_weight", "llama", "bfloat16"),
+    ]
+    training = plan(QuantOptions(recipes=("adamw_8bit",), dtypes=("fp32",), grad=True))
+    assert {i.variant for i in training} == {"linear.g64", "linear.3d", "linear.no_bias"}
+    with pytest.raises(InputError, match="unknown recipe 'adamw_\\*'"):  # training needs --grad
+        plan(QuantOptions(recipes=("adamw_*",)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: plan(QuantOptions(recipes=("int3_magic",))),
+    lambda: plan(QuantOptions(targets=("resnet",))),
+    lambda: QuantOptions(dtypes=("int8",)),
+])
+def test_bad_selection_is_one_sentence(call):
+    with pytest.raises(InputError, match=r"\.$"):
+        call()
+
+
+@pytest.mark.parametrize("recipe,target,dtype", [
+    ("int8_weight_only", "linear.3d", "bfloat16"), ("int8_dynamic_int8_weight", "linear.decode", "float32"),
+    ("intx_weight_only", "linear.g32", "bfloat16"), ("int8_dynamic_intx_weight", "linear.g128", "float32"),
+    ("float8_weight_only", "linear.no_bias", "bfloat16"), ("qat_fake_quant", "linear.3d", "float32"),
+    ("float8_training", "linear.g64", "bfloat16"), ("adamw_8bit", "linear.g64", "float32"),
+])
+def test_fault_free_sim_passes(recipe, target, dtype, ctx):
+    result = quant.run_item(item(recipe, target, dtype), ctx)
+    assert result.status is Status.PASS, (result.first_failure, result.message)
+    assert result.samples == result.samples_passed > 0 and result.aten_ops
+
+
+def test_quantization_error_is_information_not_failure(ctx):
+    result = quant.run_item(item("intx_weight_only"), ctx)
+    assert result.status is Status.PASS
+    assert 10 < result.extra["sqnr_db"] < 60 and result.extra["quant_max_abs_err"] > 0
+
+
+def test_int8_matmul_scale_fault_fails_the_recipes_that_use_it_only(ctx):
+    profile(MM_SCALE_FAULT)
+    for recipe in ("int8_weight_only", "int8_dynamic_int8_weight"):
+        result = quant.run_item(item(recipe), ctx)
+        assert result.status is Status.MISMATCH, (recipe, result.message)
+        assert result.first_failure.startswith("output")
+    other = quant.run_item(item("intx_weight_only"), ctx)
+    assert other.status is Status.PASS, (other.first_failure, other.message)
+    assert "aten.mm.default" not in other.aten_ops
+
+
+def test_float8_training_step_with_a_faulted_scaled_mm_fails(ctx):
+    profile({"faults": [{"op": "aten._scaled_mm.default", "kind": "scale", "value": 1.01}]})
+    result = quant.run_item(item("float8_training"), ctx)
+    assert result.status is Status.MISMATCH, result.message
+
+
+def test_a_removed_op_is_unsupported_naming_it(ctx):
+    profile({"unsupported_ops": ["aten.round.default"]})
+    result = quant.run_item(item("int8_dynamic_int8_weight"), ctx)
+    assert result.status is Status.UNSUPPORTED
+    assert result.failing_op == "aten.round.default"
+
+
+def test_a_fallback_op_is_fallback(ctx):
+    profile({"fallback_ops": ["aten.mm.default"]})
+    result = quant.run_item(item("int8_weight_only"), ctx)
+    assert result.status is Status.FALLBACK and "aten.mm.default" in result.fallback_ops
+
+
+def test_a_wrong_quantized_weight_is_caught_exactly(ctx):
+    profile({"faults": [{"op": "aten.round.default", "dtype": "float32", "kind": "offset", "value": 1.0}]})
+    result = quant.run_item(item("int8_weight_only"), ctx)
+    assert result.status is Status.MISMATCH and result.first_failure.startswith("weight 0.weight.qdata")
+
+
+def test_recipe_torchao_cannot_build_on_the_cpu_is_skip_with_its_reason(ctx):
+    result = quant.run_item(item("float8_dynamic.per_row"), ctx)
+    assert result.status is Status.SKIP
+    assert result.message.startswith("torchao cannot build float8_dynamic.per_row on the CPU: AssertionError")
