@@ -115,15 +115,126 @@ def _insertion_line(tree: ast.Module) -> int:
     return body[index - 1].end_lineno or body[index - 1].lineno
 
 
-def _imports_torch(tree: ast.Module) -> bool:
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                if alias.asname is None and alias.name.split(".")[0] == "torch":
-                    return True
-                if alias.asname == "torch" and alias.name == "torch":
-                    return True
+def _imports_torch_module(stmt: ast.stmt) -> bool:
+    """``stmt`` imports torch (``import torch``, ``import torch as th``, ``from torch import nn``),
+    itself or in the body of a top-level ``try``."""
+    if isinstance(stmt, ast.Try):
+        return any(_imports_torch_module(inner) for inner in stmt.body)
+    if isinstance(stmt, ast.Import):
+        return any(alias.name.split(".")[0] == "torch" for alias in stmt.names)
+    return isinstance(stmt, ast.ImportFrom) and not stmt.level and (stmt.module or "").split(".")[0] == "torch"
+
+
+def _binds_torch(stmt: ast.stmt) -> bool:
+    """``stmt`` binds the name ``torch`` to the module (``import torch``, ``import torch.nn``)."""
+    if isinstance(stmt, ast.Try):
+        return any(_binds_torch(inner) for inner in stmt.body)
+    return isinstance(stmt, ast.Import) and any(
+        (alias.asname is None and alias.name.split(".")[0] == "torch") or alias.asname == "torch" == alias.name
+        for alias in stmt.names)
+
+
+def _sets_environment(tree: ast.Module) -> bool:
+    """Module-level code (not in a function) writes an environment variable: torch may read it
+    when it is imported, so the prelude must not import torch above it."""
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _is_environ(node.value):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr == "putenv" or (node.func.attr in ("setdefault", "update")
+                                               and _is_environ(node.func.value))):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
     return False
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ")
+
+
+NO_SAFE_PLACE = ("the file imports torch only inside a block, after setting environment variables, so "
+                 "the device prelude has no safe place above it; bind the device after `import torch`")
+
+
+@dataclasses.dataclass
+class Composed:
+    """A fixed file and where its parts are: ``statements`` holds (first, last line in ``text``,
+    index of the original top-level statement), ``prelude_lines`` the prelude's first and last line
+    (0, 0 without one). ``withdrawn`` says why the prelude has no safe place (then ``text`` is None)."""
+
+    text: str | None
+    prelude: str = ""
+    statements: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
+    prelude_lines: tuple[int, int] = (0, 0)
+    replacements: dict[int, str] = dataclasses.field(default_factory=dict)  # edit key -> its code
+    withdrawn: str | None = None
+
+
+def _placement(tree: ast.Module, needs_prelude: bool) -> tuple[int | None, bool]:
+    """(0-based line before which the prelude goes, or None where there is no safe place;
+    whether torch is bound above it). After the leading imports, and after the file's first
+    module-level torch import (a script that sets CUDA_VISIBLE_DEVICES and then imports torch)."""
+    at = _insertion_line(tree)
+    first = next((stmt for stmt in tree.body if _imports_torch_module(stmt)), None)
+    if first is not None:
+        at = max(at, first.end_lineno or first.lineno)
+    elif needs_prelude and _sets_environment(tree):
+        return None, False
+    bound = any(_binds_torch(stmt) for stmt in tree.body if (stmt.end_lineno or stmt.lineno) <= at)
+    return at, bound
+
+
+def compose(analysis: Analysis, force_torch: bool = False) -> Composed:
+    """The fixed text of ``analysis`` (its edits and the prelude they need), with the map of its parts."""
+    from porting_cli.analysis.scan.apply import _Rewriter, _top_level_spans
+
+    ctx = analysis.ctx
+    ctx.prelude.clear()  # filled again by the edits made here (a dropped edit needs none)
+    rewriter = _Rewriter(ctx)
+    index_of = {id(splice.node): i for i, splice in enumerate(rewriter.splices)}
+    replacements = {key: rewriter.replacement(index_of[id(node)]) for key, (node, _) in ctx.edits.items()
+                    if id(node) in index_of}
+    at, torch_bound = _placement(analysis.tree, bool(ctx.prelude))
+    if at is None:
+        return Composed(None, replacements=replacements, withdrawn=NO_SAFE_PLACE)
+    text = ctx.source.text
+    cut = ctx.source.starts[at]
+    spans = _top_level_spans(ctx)
+    bounds = sorted({0, len(text), cut, *(s for s, _ in spans), *(e for _, e in spans)})
+    starts = {start: i for i, (start, _) in enumerate(spans)}
+    prelude = _prelude_text(ctx.prelude, ctx.device_name, _existing_prelude(analysis),
+                            (bool(ctx.prelude) or force_torch) and not torch_bound)
+    out: list[str] = []
+    statements: list[tuple[int, int, int]] = []
+    prelude_lines = (0, 0)
+    line = 1
+    span_index = None
+    for a, b in zip(bounds, bounds[1:]):
+        if a == cut and prelude:
+            out.append(prelude)
+            prelude_lines = (line, line + prelude.count("\n") - 1)
+            line += prelude.count("\n")
+        if a in starts:
+            span_index = starts[a]
+        piece = rewriter.render(a, b)
+        inside = span_index is not None and b <= spans[span_index][1]
+        if inside:
+            statements.append((line, line + max(piece.count("\n") - 1, 0), span_index))
+        else:
+            span_index = None
+        out.append(piece)
+        line += piece.count("\n")
+    if cut == len(text) and prelude:
+        out.append(_joint("".join(out), ""))
+        out.append(prelude)
+        prelude_lines = (line, line + prelude.count("\n") - 1)
+    bom = analysis.text[:len(analysis.text) - len(analysis.text.removeprefix("\ufeff"))]
+    return Composed(bom + "".join(out), prelude, statements, prelude_lines, replacements)
 
 
 def _existing_prelude(analysis: Analysis) -> set[str]:
@@ -141,7 +252,6 @@ def _existing_prelude(analysis: Analysis) -> set[str]:
 
 def fix_source(text: str, path: str = "<string>") -> FixResult:
     """Apply every automatic fix to ``text``; raises ScanError on a syntax error."""
-    from porting_cli.analysis.scan.apply import apply_edits
     from porting_cli.analysis.scan.checked import analyze_checked, syntax_problem
 
     analysis = analyze_checked(text, path)
@@ -149,19 +259,14 @@ def fix_source(text: str, path: str = "<string>") -> FixResult:
     remaining = [f for f in analysis.findings if not f.fixable]
     if not applied:
         return FixResult(text, [], remaining, path, text)
-    tree = analysis.tree
-    at = _insertion_line(tree)  # the leading imports that the prelude follows keep their lines
-    fixed = apply_edits(analysis, analysis.ctx.source.starts[at])
-    bom = text[:len(text) - len(text.removeprefix("\ufeff"))]
-    prelude = _prelude_text(fixed.prelude, analysis.ctx.device_name, _existing_prelude(analysis),
-                            not _imports_torch(tree))
-    new_text = bom + fixed.head + _joint(fixed.head, fixed.tail) + prelude + fixed.tail
+    composed = compose(analysis, force_torch=analysis.force_torch)
     # a fix must never break the syntax; top-level statements parse on their own, and each
     # one an edit changed was checked already (porting_cli.analysis.scan.checked): the prelude is left
-    problem = syntax_problem(prelude) if prelude else None
-    if problem is not None:  # pragma: no cover - no known edit gets here
+    problem = syntax_problem(composed.prelude) if composed.prelude else None
+    if composed.text is None or problem is not None:  # pragma: no cover - checked drops such edits
         unfixed = [dataclasses.replace(f, fixable=False) for f in analysis.findings]
         return FixResult(text, [], unfixed, path, text)
+    new_text = composed.text
     ctx = analysis.ctx
     companions = frozenset(node.lineno for key, (node, _) in ctx.companions.items() if key in ctx.edits)
     return FixResult(new_text, applied, remaining, path, text, companions)
