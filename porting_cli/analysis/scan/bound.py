@@ -1,7 +1,7 @@
 """A fix never uses a name before it is bound.
 
 The fixes write names: the prelude's ``DEVICE`` and helpers, ``torch``. The fixed file is
-composed as ``--fix`` writes it (porting_cli.analysis.fix.compose: the prelude after the file's
+composed as ``--fix`` writes it (porting_cli.analysis.scan.compose: the prelude after the file's
 first module-level torch import) and its names are checked the way pyflakes checks them
 (porting_cli.analysis.scan.names). A name the fix made unbound drops the edits that wrote it,
 in the top-level statement that uses it, and their findings stay, not fixable, with the reason;
@@ -13,6 +13,7 @@ in a block that sets environment variables first) the edits that need it are wit
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 
 from .engine import Analysis
@@ -26,10 +27,7 @@ def _uses(code: str, names: set[str]) -> bool:
 
 def drop_unbound_fixes(analysis: Analysis) -> None:
     """Drop the edits whose names the fixed file uses unbound, and mark their findings."""
-    from porting_cli.analysis.fix import compose
-
-    from .checked import mark_unfixable
-
+    from .compose import compose
     ctx = analysis.ctx
     if ctx is None or not ctx.edits:
         return
@@ -85,3 +83,15 @@ def _keys_in(analysis: Analysis, index: int | None) -> list[int]:
     ctx = analysis.ctx
     start, end = _top_level_spans(ctx)[index]
     return [key for key, (node, _) in ctx.edits.items() if start <= ctx.source.outer_span(node)[0] < end]
+
+
+def mark_unfixable(analysis: Analysis, why_dropped: dict[int, str]) -> None:
+    """Mark the findings of the dropped edits (edit key -> why) not fixable, with the reason."""
+    ctx = analysis.ctx
+    replaced = {}
+    for key, problem in why_dropped.items():
+        finding = ctx.edit_owner.get(key)
+        if finding is not None and id(finding) not in replaced:
+            replaced[id(finding)] = dataclasses.replace(
+                finding, fixable=False, message=f"{finding.message} (not fixed automatically: {problem})")
+    analysis.findings[:] = [replaced.get(id(f), f) for f in analysis.findings]

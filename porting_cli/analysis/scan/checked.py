@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import ast
 import bisect
-import dataclasses
 import io
 import sys
 import tokenize
 
 from .apply import _Rewriter, _top_level_spans
+from .bound import drop_unbound_fixes, mark_unfixable
 from .engine import Analysis, analyze_cached
 
 OLDEST_PYTHON = (3, 10)
@@ -95,26 +95,12 @@ def drop_invalid_fixes(analysis: Analysis) -> None:
                                    f"{problem}" for key, problem in why_dropped.items()})
 
 
-def mark_unfixable(analysis: Analysis, why_dropped: dict[int, str]) -> None:
-    """Mark the findings of the dropped edits (edit key -> why) not fixable, with the reason."""
-    ctx = analysis.ctx
-    replaced = {}
-    for key, problem in why_dropped.items():
-        finding = ctx.edit_owner.get(key)
-        if finding is not None and id(finding) not in replaced:
-            replaced[id(finding)] = dataclasses.replace(
-                finding, fixable=False, message=f"{finding.message} (not fixed automatically: {problem})")
-    analysis.findings[:] = [replaced.get(id(f), f) for f in analysis.findings]
-
-
 def analyze_checked(text: str, path: str = "<string>") -> Analysis:
     """The file's analysis (remembered, porting_cli.analysis.scan.engine.analyze_cached) with every fix it
     offers checked to parse and to use no name before it is bound (porting_cli.analysis.scan.bound)."""
     analysis = analyze_cached(text, path)
     if not analysis.checked:
         drop_invalid_fixes(analysis)
-        from .bound import drop_unbound_fixes
-
         drop_unbound_fixes(analysis)
         analysis.checked = True
     return analysis
