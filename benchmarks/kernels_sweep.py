@@ -9,14 +9,7 @@ Prints the wall time, the items and their statuses, and the slowest items.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
+from suite_timing import REPO, timed_run
 
 
 def main() -> None:
@@ -24,26 +17,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--device", default="sim")
     args = parser.parse_args()
-    from op_db.store import Store
-
-    with tempfile.TemporaryDirectory() as folder:
-        db = os.path.join(folder, "kernels.db")
-        command = [sys.executable, "-m", "porting_cli", "kernels", str(REPO / "examples" / "kernels" / "target.py"),
-                   "--device", args.device, "--dtype", "fp32,bf16,fp16", "--grad", "--mode", "eager,compile",
-                   "--jobs", str(args.jobs), "--db", db]
-        began = time.perf_counter()
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
-        wall = time.perf_counter() - began
-        store = Store.open(db, readonly=True)
-        try:
-            results = store.results(store.resolve_run("latest"))
-        finally:
-            store.close()
+    wall, code, results = timed_run(["kernels", str(REPO / "examples" / "kernels" / "target.py"),
+                                     "--device", args.device, "--dtype", "fp32,bf16,fp16", "--grad",
+                                     "--mode", "eager,compile", "--jobs", str(args.jobs)])
     statuses: dict[str, int] = {}
     for result in results:
         statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
     print(f"kernels suite, example library, fp32/bf16/fp16, --grad, eager+compile, -j {args.jobs}: "
-          f"{wall:.1f} s wall (exit {done.returncode}), {len(results)} items, {statuses}")
+          f"{wall:.1f} s wall (exit {code}), {len(results)} items, {statuses}")
     print("slowest items:")
     for result in sorted(results, key=lambda r: -r.duration_s)[:8]:
         print(f"  {result.duration_s:6.2f} s  {result.item.test_id}")

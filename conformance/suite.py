@@ -33,6 +33,7 @@ BUILTIN = {
     "model": "conformance.models.suite:SUITE",
     "dist": "conformance.dist.suite:SUITE",
     "kernels": "conformance.kernels.suite:SUITE",
+    "flex_attention": "conformance.flex.suite:SUITE",
 }
 
 

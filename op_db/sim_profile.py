@@ -13,6 +13,8 @@ run through a CPU fallback (`fallback_ops`), which dtypes it cannot hold
 graph) and `compile_unsupported_ops` (the sim backend compiler refuses a graph that calls
 one). `event_timing` (``{"scale": X}``) makes the device's events lie: every
 `elapsed_time` is multiplied by X. `devices` is how many sim devices there are (default 1).
+`flex_attention` (default true) says whether sim provides flex attention; false makes it refuse
+`flex_attention` exactly as stock PyTorch refuses an unlisted device type.
 See DESIGN.md, "The `sim` device". Op names are `str(OpOverload)` (e.g. ``aten.mul.Tensor``) and may use ``*`` globs.
 """
 
@@ -39,7 +41,7 @@ COLLECTIVE_FAULT_KINDS = tuple(k for k in FAULT_KINDS if k not in ROUNDING_KINDS
 _VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,), "delay": (int, float)}
 _OPTIONAL_VALUE_KINDS = {"stochastic": "a non-negative integer seed for the draws"}
 _TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults",
-             "compile_faults", "compile_unsupported_ops", "event_timing", "devices")
+             "compile_faults", "compile_unsupported_ops", "event_timing", "devices", "flex_attention")
 MAX_DEVICES = 16  # what the sim runtime (conformance/sim/csrc) can hold
 _FAULT_KEYS = ("op", "dtype", "kind", "value")
 _COLLECTIVE_FAULT_KEYS = ("op", "dtype", "kind", "value", "rank")
@@ -92,6 +94,7 @@ class SimProfile:
     compile_unsupported_ops: tuple[str, ...] = ()
     event_timing_scale: float | None = None  # the event_timing fault: elapsed_time multiplied by it
     devices: int = 1
+    flex_attention: bool = True  # False: sim refuses flex_attention as stock PyTorch does
 
     def is_unsupported_op(self, op_name: str) -> bool:
         return _matches_any(self.unsupported_ops, op_name)
@@ -127,6 +130,7 @@ class SimProfile:
                if self.compile_unsupported_ops else {}),
             **({"event_timing": {"scale": self.event_timing_scale}} if self.event_timing_scale is not None else {}),
             **({"devices": self.devices} if self.devices != 1 else {}),
+            **({"flex_attention": False} if not self.flex_attention else {}),
         }
 
 
@@ -197,7 +201,14 @@ def _parse(data: Any, where: str) -> SimProfile:
         compile_unsupported_ops=compile_unsupported,
         event_timing_scale=_event_timing(data.get("event_timing"), where),
         devices=_devices(data.get("devices", 1), where),
+        flex_attention=_flag(data.get("flex_attention", True), "flex_attention", where),
     )
+
+
+def _flag(value: Any, key: str, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"In {where}: {key!r} must be true or false, not {value!r}.")
+    return value
 
 
 def _event_timing(value: Any, where: str) -> float | None:
@@ -230,6 +241,10 @@ def _check_op(pattern: Any, what: str, where: str) -> str:
     return pattern
 
 
+# The higher-order operators a backend gives kernels (sim's flex attention): faults may name them.
+HOP_KERNELS = ("higher_order.flex_attention", "higher_order.flex_attention_backward")
+
+
 @lru_cache(maxsize=1)
 def known_op_names() -> tuple[str, ...]:
     """Every operator overload this torch's dispatcher knows, as profiles name them ('aten.mul.Tensor')."""
@@ -240,6 +255,7 @@ def known_op_names() -> tuple[str, ...]:
         namespace, _, rest = qualified.partition("::")
         name, _, overload = rest.partition(".")
         names.add(f"{namespace}.{name}.{overload or 'default'}")
+    names.update(HOP_KERNELS)
     return tuple(sorted(names))
 
 

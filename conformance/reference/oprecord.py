@@ -20,12 +20,34 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def op_name(func: Any) -> str:
-    """'aten.mul.Tensor': the name profiles, results and reports use."""
+    """'aten.mul.Tensor' (a higher-order operator: 'higher_order.flex_attention'): the name
+    profiles, results and reports use."""
+    if isinstance(func, torch._ops.HigherOrderOperator):
+        return f"higher_order.{func.name()}"
     return str(func)
 
 
+def _backend_key(args: Any, kwargs: Any):
+    """The backend dispatch key of the first tensor argument (CompositeExplicitAutograd if none):
+    where a higher-order operator's own kernel for that device is found."""
+    from torch._C import DispatchKey
+
+    for leaf in pytree.tree_leaves((args, kwargs)):
+        if isinstance(leaf, torch.Tensor):
+            kind = leaf.device.type
+            if kind == torch._C._get_privateuse1_backend_name():
+                return DispatchKey.PrivateUse1
+            return {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA, "meta": DispatchKey.Meta}.get(
+                kind, DispatchKey.CompositeExplicitAutograd)
+    return DispatchKey.CompositeExplicitAutograd
+
+
 def touches_device(args: Any, kwargs: Any, out: Any, device_type: str) -> bool:
-    for leaf in pytree.tree_leaves((args, kwargs, out)):
+    return _on_device(pytree.tree_leaves((args, kwargs, out)), device_type)
+
+
+def _on_device(leaves: list, device_type: str) -> bool:
+    for leaf in leaves:
         if isinstance(leaf, torch.Tensor) and leaf.device.type == device_type:
             return True
         if isinstance(leaf, torch.device) and leaf.type == device_type:
@@ -53,9 +75,9 @@ def tensor_key(t: torch.Tensor) -> int:
     return t._cdata
 
 
-def _versions(args: Any, kwargs: Any) -> dict[int, int]:
+def _versions(leaves: list) -> dict[int, int]:
     found = {}
-    for t in pytree.tree_leaves((args, kwargs)):
+    for t in leaves:
         if isinstance(t, torch.Tensor):
             try:
                 found[tensor_key(t)] = t._version
@@ -71,7 +93,20 @@ class OpRecorder(TorchDispatchMode):
     to attach source lines). `keep_calls`: also keep every call in `calls`, by reference
     ("references": cheap, for conformance/reference/replay.py) or as CPU copies of its device tensors
     ("snapshots": each primitive's own inputs and outputs, for judging it alone).
+
+    A higher-order operator (flex attention) is counted under its own name ('higher_order.NAME')
+    and then run through its kernel for the device with the recorder active, so the aten ops
+    inside it are recorded as well; only those are kept as calls (a replay reruns them).
     """
+
+    supports_higher_order_operators = True
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Eager `flex_attention` compiles its HOP call (backend "eager", fullgraph): dynamo refuses
+        that under a user dispatch mode. Off while dynamo compiles, on while the compiled code runs,
+        the recorder still sees every op that runs (the suites never record compiled items)."""
+        return True
 
     def __init__(self, device_type: str, on_op: Callable[[str, Any, Any], None] | None = None,
                  keep_calls: str | None = None, keep_bytes: int | None = None):
@@ -101,11 +136,15 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return self._higher_order(func, args, kwargs)
         name = op_name(func)
-        on_device = touches_device(args, kwargs, None, self.device_type)
+        # One walk of the arguments serves both questions: this runs around every aten call.
+        leaves = pytree.tree_leaves((args, kwargs))
+        on_device = _on_device(leaves, self.device_type)
         before = None
         if self.keep_calls == "references":
-            before = _versions(args, kwargs)
+            before = _versions(leaves)
         elif self.keep_calls == "snapshots" and on_device:
             before = self._snapshot((args, kwargs))
         try:
@@ -126,6 +165,24 @@ class OpRecorder(TorchDispatchMode):
                 snapshot = self._snapshot(out)
                 self.calls.append(RecordedCall(func, *before, snapshot, {}))
                 self._count_kept((before, snapshot))
+            if self.on_op is not None:
+                self.on_op(name, args, kwargs)
+        return out
+
+    def _higher_order(self, func, args, kwargs):
+        """Count the HOP, then run its device kernel with this recorder on (PyTorch pops the mode
+        before handing a HOP to it), so the ops it runs are recorded one by one."""
+        name = op_name(func)
+        on_device = touches_device(args, kwargs, None, self.device_type)
+        try:
+            with self:
+                out = func.dispatch(_backend_key(args, kwargs), *args, **kwargs)
+        except BaseException:
+            if self.failing_op is None and on_device:
+                self.failing_op = name
+            raise
+        if on_device:
+            self.ops[name] += 1
             if self.on_op is not None:
                 self.on_op(name, args, kwargs)
         return out

@@ -86,7 +86,7 @@ def register() -> None:
         return
     import torch
 
-    from . import autocast, c10d, device_module, fallback, native
+    from . import autocast, c10d, device_module, fallback, flex, native
 
     native.module()  # builds the C++ runtime on first use; loading it registers the device
 
@@ -106,6 +106,7 @@ def register() -> None:
         )
     fallback.install()
     autocast.install()
+    flex.install()  # flex attention for PrivateUse1: PyTorch offers no registration for it
     c10d.register()  # as a real backend registers its process-group backend when imported
     env = os.environ.get(ENV_PROFILE)
     if env:

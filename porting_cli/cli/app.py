@@ -22,6 +22,7 @@ COMMANDS = {
     "models": "models",
     "dist": "dist",
     "kernels": "kernels",
+    "flex-attention": "flex",
     "devices": "devices",
     "runs": "runs",
     "report": "report",

@@ -1,0 +1,1 @@
+"""The flex attention suite: `neuron-check flex-attention` (suite `flex_attention`)."""
