@@ -27,42 +27,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from porting_cli.analysis.scan.findings import Finding
-from porting_cli.analysis.scan.rules import DEVICE_EXPR, prelude_names
+from porting_cli.analysis.scan.compose import DEVICE_COMMENT, PRELUDE, compose  # noqa: F401 (re-exported)
 from porting_cli.analysis.scan.source import read_source
 
 if TYPE_CHECKING:
     from porting_cli.analysis.scan.engine import Analysis
-
-DEVICE_COMMENT = "# neuron-check: the current accelerator, or the CPU where there is none"
-
-#: prelude parts in order: the comment above and the code, with {device} {type} {device_for} {bf16}
-PRELUDE: tuple[tuple[str, str, str], ...] = (
-    ("device", DEVICE_COMMENT, "{device} = " + DEVICE_EXPR + "\n"),
-    ("type", '# neuron-check: the device type CUDA tests look for: the accelerator\'s, or "cuda" where '
-             "there is none",
-     '{type} = {device}.type if {device}.type != "cpu" else "cuda"\n'),
-    ("device_for", "# neuron-check: what a CUDA device argument meant, on the current accelerator",
-     "def {device_for}(device):\n"
-     "    if device is None:\n"
-     "        return {device}\n"
-     "    if isinstance(device, int):\n"
-     "        return torch.device({device}.type, device)\n"
-     "    device = torch.device(device)\n"
-     '    return torch.device({device}.type, device.index) if device.type == "cuda" else device\n'),
-    ("bf16", "# neuron-check: torch.cuda.is_bf16_supported() asked of the current accelerator",
-     "def {bf16}(*args, **kwargs):\n"
-     '    check = getattr(torch.get_device_module({device}), "is_bf16_supported", None)\n'
-     '    return check(*args, **kwargs) if check is not None else {device}.type != "cpu"\n'),
-    ("memory", "# neuron-check: a torch.accelerator memory statistic; `default` where the backend keeps none",
-     "def {memory}(name, default, *args, **kwargs):\n"
-     "    if not torch.accelerator.is_available():\n"
-     "        return default\n"
-     "    try:\n"
-     "        return getattr(torch.accelerator, name)(*args, **kwargs)\n"
-     "    except RuntimeError:  # the backend's allocator keeps no statistics\n"
-     "        return default\n"),
-)
-
 
 @dataclasses.dataclass(frozen=True)
 class FixResult:
@@ -84,64 +53,8 @@ class FixResult:
         return unified_diff(patch_path(file or self.path), self.old_text, self.new_text)
 
 
-def _prelude_text(parts: set[str], device_name: str, existing: set[str], need_torch: bool) -> str:
-    names = prelude_names(device_name)
-    chunks = ["import torch\n"] if need_torch else []
-    for part, comment, code in PRELUDE:
-        if part in parts and names[part] not in existing:
-            spacing = "\n\n" if code.startswith("def ") else "\n"
-            chunks.append(spacing + comment + "\n" + code.format(**names))
-    if any(code.startswith("def ") for part, _, code in PRELUDE if part in parts and names[part] not in existing):
-        chunks.append("\n\n")
-    return "".join(chunks)
-
-
-def _insertion_line(tree: ast.Module) -> int:
-    """0-based line before which the prelude goes: after the leading imports (and docstring)."""
-    body = tree.body
-    index = 0
-    for i, stmt in enumerate(body):
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            index = i + 1
-        elif not (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-                  and isinstance(stmt.value.value, str)):
-            break
-    if index == 0:
-        if not body:
-            return 0
-        first = body[0]
-        decorators = getattr(first, "decorator_list", None) or []
-        return min([first.lineno, *(d.lineno for d in decorators)]) - 1
-    return body[index - 1].end_lineno or body[index - 1].lineno
-
-
-def _imports_torch(tree: ast.Module) -> bool:
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                if alias.asname is None and alias.name.split(".")[0] == "torch":
-                    return True
-                if alias.asname == "torch" and alias.name == "torch":
-                    return True
-    return False
-
-
-def _existing_prelude(analysis: Analysis) -> set[str]:
-    """Names that neuron-check's prelude of an earlier fix already binds."""
-    skip = analysis.ctx.skip_lines
-    names: set[str] = set()
-    for stmt in analysis.tree.body:
-        if stmt.lineno in skip:
-            if isinstance(stmt, ast.Assign):
-                names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-            elif isinstance(stmt, ast.FunctionDef):
-                names.add(stmt.name)
-    return names
-
-
 def fix_source(text: str, path: str = "<string>") -> FixResult:
     """Apply every automatic fix to ``text``; raises ScanError on a syntax error."""
-    from porting_cli.analysis.scan.apply import apply_edits
     from porting_cli.analysis.scan.checked import analyze_checked, syntax_problem
 
     analysis = analyze_checked(text, path)
@@ -149,27 +62,17 @@ def fix_source(text: str, path: str = "<string>") -> FixResult:
     remaining = [f for f in analysis.findings if not f.fixable]
     if not applied:
         return FixResult(text, [], remaining, path, text)
-    tree = analysis.tree
-    at = _insertion_line(tree)  # the leading imports that the prelude follows keep their lines
-    fixed = apply_edits(analysis, analysis.ctx.source.starts[at])
-    bom = text[:len(text) - len(text.removeprefix("\ufeff"))]
-    prelude = _prelude_text(fixed.prelude, analysis.ctx.device_name, _existing_prelude(analysis),
-                            not _imports_torch(tree))
-    new_text = bom + fixed.head + _joint(fixed.head, fixed.tail) + prelude + fixed.tail
+    composed = compose(analysis, force_torch=analysis.force_torch)
     # a fix must never break the syntax; top-level statements parse on their own, and each
     # one an edit changed was checked already (porting_cli.analysis.scan.checked): the prelude is left
-    problem = syntax_problem(prelude) if prelude else None
-    if problem is not None:  # pragma: no cover - no known edit gets here
+    problem = syntax_problem(composed.prelude) if composed.prelude else None
+    if composed.text is None or problem is not None:  # pragma: no cover - checked drops such edits
         unfixed = [dataclasses.replace(f, fixable=False) for f in analysis.findings]
         return FixResult(text, [], unfixed, path, text)
+    new_text = composed.text
     ctx = analysis.ctx
     companions = frozenset(node.lineno for key, (node, _) in ctx.companions.items() if key in ctx.edits)
     return FixResult(new_text, applied, remaining, path, text, companions)
-
-
-def _joint(head: str, tail: str) -> str:
-    """A newline when the line before the prelude has none (the file's last line)."""
-    return "\n" if head and not tail and not head.endswith(("\n", "\r")) else ""
 
 
 def patch_path(path: str) -> str:

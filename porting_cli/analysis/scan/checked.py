@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import ast
 import bisect
-import dataclasses
 import io
 import sys
 import tokenize
 
 from .apply import _Rewriter, _top_level_spans
+from .bound import drop_unbound_fixes, mark_unfixable
 from .engine import Analysis, analyze_cached
 
 OLDEST_PYTHON = (3, 10)
@@ -91,24 +91,16 @@ def drop_invalid_fixes(analysis: Analysis) -> None:
         for key in culprits[:1] or keys:  # the one edit that breaks it, else all in the statement
             why_dropped[key] = problem
             del ctx.edits[key]
-    if not why_dropped:
-        return
-    replaced = {}
-    for key, problem in why_dropped.items():
-        finding = ctx.edit_owner.get(key)
-        if finding is not None:
-            replaced[id(finding)] = dataclasses.replace(
-                finding, fixable=False,
-                message=f"{finding.message} (not fixed automatically: the fix would not parse on "
-                        f"Python {OLDEST_PYTHON[0]}.{OLDEST_PYTHON[1]}: {problem})")
-    analysis.findings[:] = [replaced.get(id(f), f) for f in analysis.findings]
+    mark_unfixable(analysis, {key: f"the fix would not parse on Python {OLDEST_PYTHON[0]}.{OLDEST_PYTHON[1]}: "
+                                   f"{problem}" for key, problem in why_dropped.items()})
 
 
 def analyze_checked(text: str, path: str = "<string>") -> Analysis:
     """The file's analysis (remembered, porting_cli.analysis.scan.engine.analyze_cached) with every fix it
-    offers checked to parse."""
+    offers checked to parse and to use no name before it is bound (porting_cli.analysis.scan.bound)."""
     analysis = analyze_cached(text, path)
     if not analysis.checked:
         drop_invalid_fixes(analysis)
+        drop_unbound_fixes(analysis)
         analysis.checked = True
     return analysis

@@ -179,6 +179,8 @@ class Analysis:
     tree: ast.Module
     #: the fixes were checked to parse (porting_cli.analysis.scan.checked)
     checked: bool = False
+    #: the fixed file's prelude imports torch (porting_cli.analysis.scan.bound)
+    force_torch: bool = False
 
 
 def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
