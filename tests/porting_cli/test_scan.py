@@ -73,6 +73,9 @@ CLEAN_SNIPPETS = [
     "torch.accelerator.synchronize()\n",
     'model = AutoModel.from_pretrained("m", device_map="auto")\n',
     "y = x.to(torch.bfloat16)\n",
+    # an argparse setting is not pinned memory (the loader that reads it is reported, below)
+    "parser.set_defaults(pin_memory=True, batch_size=8)\n",
+    'parser.add_argument("--pin", action="store_true", pin_memory=True)\n',
 ]
 
 
@@ -103,6 +106,11 @@ SNIPPETS = [
     ('from torch.utils.cpp_extension import load\nmod = load("k", sources=["k.cu"])\n',
      [("NC701", 2, 7)]),
     ("def f(x):\n    return x.type(torch.cuda.HalfTensor)\n", [("NC105", 2, 19)]),
+    # pin_memory= is bound to its callee: the loader and the tensor factory, not argparse's defaults
+    ("p.set_defaults(pin_memory=True)\nargs = p.parse_args()\nloader = DataLoader(ds, pin_memory=args.pin_memory)\n",
+     [("NC214", 3, 25)]),
+    ("x = torch.empty(2, pin_memory=True)\n", [("NC214", 1, 20)]),
+    ("loader = DataLoader(ds, pin_memory=False)\n", []),
 ]
 
 

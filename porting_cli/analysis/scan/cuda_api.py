@@ -47,6 +47,10 @@ API: dict[str, tuple[str, str, str | None]] = {
 OTHER_API = (("torch.cuda.nvtx", "NC211"), ("torch.version.cuda", "NC213"),
              ("torch.profiler.ProfilerActivity.CUDA", "NC216"),
              ("torch.autograd.ProfilerActivity.CUDA", "NC216"))
+#: argparse's methods: a `pin_memory=` given to them is a setting on the namespace, not pinned
+#: memory; where the setting reaches a loader (`DataLoader(pin_memory=args.pin_memory)`), that
+#: loader's keyword is the finding
+SETTINGS_METHODS = frozenset({"set_defaults", "add_argument"})
 MEMORY_PREFIXES = ("memory_", "max_memory_", "reset_max_memory_", "caching_allocator_", "memory.")
 
 
@@ -61,6 +65,8 @@ class CudaApiVisitor(ReferenceFamily):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "pin_memory" and not node.args and not node.keywords:
             self.report(node, "NC214", start=self.attr_start(func))
+        if isinstance(func, ast.Attribute) and func.attr in SETTINGS_METHODS:
+            return
         for arg in node.keywords:
             if arg.arg == "pin_memory" and not is_name(arg.value, "False"):
                 self.report(arg, "NC214")
