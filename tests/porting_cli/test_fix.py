@@ -59,6 +59,10 @@ REWRITES = [
     # DEVICE is taken: another name is used
     ("import torch\nDEVICE = 3\nx = x.cuda()\n",
      "import torch\n" + PRELUDE.replace("DEVICE =", "ACCEL_DEVICE =") + "DEVICE = 3\nx = x.to(ACCEL_DEVICE)\n"),
+    # an index given to torch.device: the call is rewritten, never a device wrapped in a device
+    ("import torch\nd = torch.device(0)\n", "import torch\n" + PRELUDE + "d = torch.device(DEVICE.type, 0)\n"),
+    ("import os\nimport torch\nr = int(os.getenv('LOCAL_RANK'))\nd = torch.device(r)\n",
+     "import os\nimport torch\n" + PRELUDE + "r = int(os.getenv('LOCAL_RANK'))\nd = torch.device(DEVICE.type, r)\n"),
 ]
 
 

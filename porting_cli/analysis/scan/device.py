@@ -133,19 +133,21 @@ class DevicePlacementVisitor(ReferenceFamily):
         """An integer device index: a literal, or a value the data flow traced to one."""
         return int_value(node) is not None or INDEX in self.ctx.kinds_of(node)
 
-    def _flowed_index(self, node: ast.AST) -> None:
+    # `within` is the `torch.device(index)` call the index is the argument of: the edit replaces
+    # that call, so the fixed code is `torch.device(DEVICE.type, i)`, never a device in a device
+    def _flowed_index(self, node: ast.AST, within: ast.Call | None = None) -> None:
         if int_value(node) is None and INDEX in self.ctx.kinds_of(node) and id(node) not in self.ctx.handled:
             if isinstance(node, ast.Call) and self.ctx.qualname(node.func) == "torch.cuda.current_device":
                 # one edit per node: this one also does NC203's (the index of the accelerator)
                 index = guarded("torch.accelerator.current_device_index()", "0")
-                self.report(node, "NC106", edit=lambda _: self.ctx.indexed_device(index))
+                self.report(node, "NC106", edit=lambda _: self.ctx.indexed_device(index), edit_node=within)
                 return
-            self.report(node, "NC106", edit=lambda view: self.ctx.indexed_device(view.text(node)))
+            self.report(node, "NC106", edit=lambda view: self.ctx.indexed_device(view.text(node)), edit_node=within)
 
-    def _integer(self, node: ast.AST) -> None:
+    def _integer(self, node: ast.AST, within: ast.Call | None = None) -> None:
         n = int_value(node)
         if n is not None and id(node) not in self.ctx.handled:
-            self.report(node, "NC104", edit=lambda _: self.ctx.indexed_device(str(n)))
+            self.report(node, "NC104", edit=lambda _: self.ctx.indexed_device(str(n)), edit_node=within)
 
     # -- visits ----------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
@@ -207,9 +209,9 @@ class DevicePlacementVisitor(ReferenceFamily):
             self.report(first, "NC102", edit=edit, edit_node=node)
         else:
             self._strings(first, self._as_type)
-            self._integer(first)
+            self._integer(first, within=node if len(args) == 1 else None)
             if len(args) == 1:
-                self._flowed_index(first)
+                self._flowed_index(first, within=node)
 
     def _fix_cuda_method(self, view, node: ast.Call, given: ast.AST | None, as_index: bool) -> str:
         """`.cuda(i)` -> `.to(torch.device(DEVICE.type, i))` for an index; any other argument (a
