@@ -40,16 +40,11 @@ FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor
             EnvironmentVisitor)
 CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)
 
-TRIGGERS = "|".join(f"(?:{t})" for family in FAMILIES for t in family.triggers)
-
-
 def _lowered(pattern: str) -> str:
     """``pattern`` with its literal letters in lower case (escapes such as ``\\s`` stay)."""
     return re.sub(r"\\.|[A-Z]", lambda m: m.group(0) if m.group(0)[0] == "\\" else m.group(0).lower(), pattern)
 
 
-#: the triggers for lower-cased ASCII text: the same matches as TRIGGERS without case, many
-#: times faster (a case-insensitive pattern loses the regex engine's literal-prefix search)
 def _literal(pattern: str) -> str | None:
     """The text ``pattern`` matches when it is a plain literal, else None."""
     text = re.sub(r"\\(.)", r"\1", pattern)
@@ -78,13 +73,16 @@ def compact_triggers(alternatives) -> str:
     return "|".join([f"{first}(?:{'|'.join(rest)})" for first, rest in groups.items()] + others)
 
 
+#: every family's triggers for lower-cased ASCII text: the same lines as the triggers matched
+#: without case, many times faster (a case-insensitive pattern loses the regex engine's
+#: literal-prefix search)
 LOWER_TRIGGERS = compact_triggers(_lowered(t) for family in FAMILIES for t in family.triggers)
 LOWER_TRIGGER_RE = re.compile(LOWER_TRIGGERS)
 
 
 @functools.cache
 def _any_case_triggers() -> re.Pattern:
-    """TRIGGERS without case, for text that is not ASCII (lower() could move its offsets)."""
+    """The triggers without case, for text that is not ASCII (lower() could move its offsets)."""
     return re.compile(LOWER_TRIGGERS, re.IGNORECASE)
 
 
