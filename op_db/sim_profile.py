@@ -37,14 +37,18 @@ FAULT_KINDS = ("scale", "offset", "nan", "crash", "hang", "raise", "truncate", "
 # Kinds that recompute the op one precision up and round the result into the output dtype.
 ROUNDING_KINDS = frozenset({"truncate", "stochastic", "double_round"})
 # A collective has no op to recompute one precision up: rounding kinds apply to ops only.
-COLLECTIVE_FAULT_KINDS = tuple(k for k in FAULT_KINDS if k not in ROUNDING_KINDS)
+# `unsupported` makes the process group refuse the collective as a backend without it does.
+COLLECTIVE_FAULT_KINDS = tuple(k for k in FAULT_KINDS if k not in ROUNDING_KINDS) + ("unsupported",)
 _VALUE_KINDS = {"scale": (int, float), "offset": (int, float), "raise": (str,), "delay": (int, float)}
 _OPTIONAL_VALUE_KINDS = {"stochastic": "a non-negative integer seed for the draws"}
 _TOP_KEYS = ("name", "unsupported_ops", "fallback_ops", "unsupported_dtypes", "faults", "collective_faults",
              "compile_faults", "compile_unsupported_ops", "event_timing", "devices", "flex_attention")
 MAX_DEVICES = 16  # what the sim runtime (conformance/sim/csrc) can hold
 _FAULT_KEYS = ("op", "dtype", "kind", "value")
-_COLLECTIVE_FAULT_KEYS = ("op", "dtype", "kind", "value", "rank")
+_COLLECTIVE_FAULT_KEYS = ("op", "dtype", "kind", "value", "rank", "peer")
+# Point-to-point collectives: a fault on one may name the other end (`peer`: send's destination,
+# recv's source), so one link of a pipeline can be broken.
+POINT_TO_POINT = ("send", "recv")
 # The c10d collectives a `collective_faults` entry may name (torch.distributed's function names).
 COLLECTIVES = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
@@ -67,17 +71,18 @@ class Fault:
 @dataclass(frozen=True)
 class CollectiveFault:
     """A fault of the sim c10d backend: `kind` applied to the outputs of collective `op`
-    (on `rank` only, and for `dtype` only, when given)."""
+    (on `rank` only, for `dtype` only, and for a send/recv only with `peer`, when given)."""
 
     op: str
     kind: str
     dtype: str | None = None
     value: float | str | None = None
     rank: int | None = None
+    peer: int | None = None
 
-    def applies(self, collective: str, dtype: str | None, rank: int) -> bool:
+    def applies(self, collective: str, dtype: str | None, rank: int, peer: int | None = None) -> bool:
         return (fnmatch.fnmatchcase(collective, self.op) and (self.dtype is None or self.dtype == dtype)
-                and (self.rank is None or self.rank == rank))
+                and (self.rank is None or self.rank == rank) and (self.peer is None or self.peer == peer))
 
 
 @dataclass(frozen=True)
@@ -323,10 +328,14 @@ def _collective_fault(index: int, entry: Any, where: str) -> CollectiveFault:
     if not isinstance(op, str) or not any(fnmatch.fnmatchcase(name, op) for name in COLLECTIVES):
         raise InputError(f"In {where}: {what} names an unknown collective {op!r} "
                          f"(known: {', '.join(COLLECTIVES)}; '*' globs allowed).")
-    rank = entry.get("rank")
-    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
-        raise InputError(f"In {where}: {what} needs 'rank' to be a rank number (0, 1, ...).")
-    return CollectiveFault(op=op, kind=kind, dtype=dtype, value=value, rank=rank)
+    rank, peer = (entry.get(key) for key in ("rank", "peer"))
+    for key, number in (("rank", rank), ("peer", peer)):
+        if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
+            raise InputError(f"In {where}: {what} needs {key!r} to be a rank number (0, 1, ...).")
+    if peer is not None and not any(fnmatch.fnmatchcase(name, op) for name in POINT_TO_POINT):
+        raise InputError(f"In {where}: {what} names a 'peer', which only a point-to-point op "
+                         f"({', '.join(POINT_TO_POINT)}) has, not {op!r}.")
+    return CollectiveFault(op=op, kind=kind, dtype=dtype, value=value, rank=rank, peer=peer)
 
 
 def _fault(index: int, entry: Any, where: str, key: str = "faults") -> Fault:

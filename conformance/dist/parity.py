@@ -94,8 +94,17 @@ def _rows(way: str, rctx: Any) -> slice:
     return slice(index * per, (index + 1) * per)
 
 
+def checked_elsewhere(way: str) -> Any:
+    """The module whose `run_item` checks a way that is not this module's, or None."""
+    from conformance.dist import pipeline
+
+    return pipeline if way in pipeline.SCHEDULES else None
+
+
 def run_item(item: WorkItem, rctx: Any) -> Result:
     way = item.subject.split(".", 1)[1]
+    if checked_elsewhere(way) is not None:
+        return checked_elsewhere(way).run_item(item, rctx)
     if way == "fsdp2_tp" and (rctx.world_size < 4 or rctx.world_size % 2):
         return Result.for_item(item, Status.SKIP, message="FSDP2 + tensor parallel needs an even world of 4 ranks or more.")
     if way != "single" and BATCH % max(1, rctx.world_size // (2 if way == "fsdp2_tp" else 1)):

@@ -4,7 +4,10 @@
 Python `dist.ProcessGroup` that owns a gloo group on a prefixed copy of the same store. Every
 collective hands gloo CPU views of the sim tensors' memory (gloo writes into that memory), runs gloo, and returns a `SimWork` whose `wait()` (or future)
 applies the active profile's `collective_faults` to this rank's outputs: a wrong, hung,
-raising or dead rank, as a broken real backend would show it.
+raising or dead rank, as a broken real backend would show it. A send or recv fault may name
+its `peer`, breaking one link only; kind `unsupported` makes send, recv or all_to_all refuse
+with c10d's own "Backend sim does not support send" before anything is sent, as a backend
+without the collective does (a pipeline needs point-to-point, MoE all_to_all).
 """
 
 from __future__ import annotations
@@ -48,6 +51,14 @@ def _dtype(outputs: list[torch.Tensor]) -> str | None:
     return faults.dtype_name(outputs[0].dtype) if outputs else None
 
 
+def refuse_if_unsupported(collective: str, rank: int, peer: int | None = None) -> None:
+    """c10d's error for a collective the backend lacks, where the profile says this one is."""
+    profile = faults.active_profile()
+    for fault in profile.collective_faults if profile is not None else ():
+        if fault.kind == "unsupported" and fault.applies(collective, None, rank, peer):
+            raise RuntimeError(f"Backend {BACKEND} does not support {collective}")
+
+
 def _apply(fault: CollectiveFault, outputs: list[torch.Tensor]) -> None:
     faults.trip(fault)
     for t in outputs:
@@ -57,8 +68,10 @@ def _apply(fault: CollectiveFault, outputs: list[torch.Tensor]) -> None:
 class SimWork(dist.Work):
     """Waits for the gloo work, then applies this rank's faults to the outputs, once."""
 
-    def __init__(self, inner: dist.Work, collective: str, outputs: Any, rank: int, divide_by: int = 1):
+    def __init__(self, inner: dist.Work, collective: str, outputs: Any, rank: int, divide_by: int = 1,
+                 peer: int | None = None):
         super().__init__()
+        self._peer = peer
         self._work = inner
         self._divide_by = divide_by
         self._collective = collective
@@ -80,7 +93,7 @@ class SimWork(dist.Work):
         leaves = _leaves(self._outputs)
         dtype = _dtype(leaves)
         for fault in profile.collective_faults:
-            if fault.applies(self._collective, dtype, self._rank):
+            if fault.kind != "unsupported" and fault.applies(self._collective, dtype, self._rank, self._peer):
                 _apply(fault, leaves)
 
     def wait(self, timeout: timedelta | None = None) -> bool:
@@ -141,8 +154,9 @@ class SimProcessGroup(dist.ProcessGroup):
         self._group_name = group_name
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("sim-gloo", store), rank, size, timeout)
 
-    def _work(self, collective: str, inner: dist.Work, outputs: Any, averaged: bool = False) -> SimWork:
-        return SimWork(inner, collective, outputs, self._rank, self._size if averaged else 1)
+    def _work(self, collective: str, inner: dist.Work, outputs: Any, averaged: bool = False,
+              peer: int | None = None) -> SimWork:
+        return SimWork(inner, collective, outputs, self._rank, self._size if averaged else 1, peer)
 
     @staticmethod
     def _summed(opts: Any) -> tuple[Any, bool]:
@@ -213,9 +227,11 @@ class SimProcessGroup(dist.ProcessGroup):
         return self._work("reduce_scatter_tensor", _AllWork(works), outputs, averaged)
 
     def alltoall(self, outputs, inputs, opts=_c10d.AllToAllOptions()):
+        refuse_if_unsupported("all_to_all", self._rank)
         return self._work("all_to_all", self._gloo.alltoall(_inner_all(outputs), _inner_all(inputs), opts), outputs)
 
     def alltoall_base(self, output, input, output_splits, input_splits, opts=_c10d.AllToAllOptions()):
+        refuse_if_unsupported("all_to_all_single", self._rank)
         inner = self._gloo.alltoall_base(_inner(output), _inner(input), output_splits, input_splits, opts)
         return self._work("all_to_all_single", inner, [output])
 
@@ -232,10 +248,12 @@ class SimProcessGroup(dist.ProcessGroup):
         return self._work("scatter", self._gloo.scatter(_inner_all(outputs), _inner_all(input_lists), opts), outputs)
 
     def send(self, tensors, dst, tag=0):
-        return self._work("send", self._gloo.send(_inner_all(tensors), dst, tag), [])
+        refuse_if_unsupported("send", self._rank, dst)
+        return self._work("send", self._gloo.send(_inner_all(tensors), dst, tag), [], peer=dst)
 
     def recv(self, tensors, src, tag=0):
-        return self._work("recv", self._gloo.recv(_inner_all(tensors), src, tag), tensors)
+        refuse_if_unsupported("recv", self._rank, src)
+        return self._work("recv", self._gloo.recv(_inner_all(tensors), src, tag), tensors, peer=src)
 
     def barrier(self, opts=_c10d.BarrierOptions()):
         return self._work("barrier", self._gloo.barrier(opts), [])
