@@ -28,6 +28,7 @@ the device disagree on are settled by the oracle (`oracle.settle_nonfinite`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import torch
@@ -133,7 +134,7 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
     dev = dev.detach().to("cpu")
     ref = ref.detach()
     if ref.dtype in FP8_DTYPES:
-        return _with_numerics(compare_bits(dev, ref), dev, ref, hi, judge=False)
+        return _with_numerics(compare_bits(dev, ref), dev, ref, hi, ref.dtype, judge=False)
     if not (ref.is_floating_point() or ref.is_complex()):
         equal = torch.equal(dev, ref)
         reason = "" if equal else _first_difference(dev, ref)
@@ -143,10 +144,16 @@ def compare_leaf(dev: Any, ref: Any, hi: Any = None, *, rtol=None, atol=None, ex
         if isinstance(hi, torch.Tensor) and hi.is_complex():
             hi = torch.view_as_real(hi.resolve_conj())
         composite = torch.view_as_real(composite.resolve_conj()) if composite is not None else None
-    result = _compare_float(dev, ref, hi, rtol=rtol, atol=atol, exact=exact, composite=composite)
+    # One float64 copy of each side serves the rule and the ulp statistics alike.
+    dev64, ref64 = dev.double(), ref.double()
+    identical = _bit_identical(dev, ref)
+    result = _compare_float(dev64, ref64, hi, dtype=ref.dtype, rtol=rtol, atol=atol, exact=exact, composite=composite,
+                            identical=identical)
     # Passing by the second reference, the device's lean is weighed against that reference's.
-    peer = composite.detach().to("cpu") if result.rule == "composite" else ref
-    return _with_numerics(result, dev, peer, hi, judge=bias_rule and not exact)
+    if result.rule == "composite":
+        return _with_numerics(result, dev64, composite.detach().to("cpu").double(), hi, ref.dtype,
+                              judge=bias_rule and not exact)
+    return _with_numerics(result, dev64, ref64, hi, ref.dtype, judge=bias_rule and not exact, identical=identical)
 
 
 def numerics_against(dev: Any, peer: Any, hi: Any) -> ulp.Numerics | None:
@@ -166,24 +173,40 @@ def numerics_against(dev: Any, peer: Any, hi: Any) -> ulp.Numerics | None:
     return total
 
 
-def _with_numerics(result: Comparison, dev, ref, hi, judge: bool) -> Comparison:
-    """Attach ulp statistics (rule 5) and turn a PASS into a MISMATCH when the device leans."""
+def _bit_identical(dev: torch.Tensor, ref: torch.Tensor) -> bool:
+    """Whether the device returned the CPU's very bits (NaN payloads and signed zeros included),
+    as a device running the CPU's own kernels does: then every measure of the device is the CPU's."""
+    width = _SAME_WIDTH_INTS.get(dev.dtype.itemsize)
+    if width is None:
+        return False
+    return torch.equal(dev.view(width), ref.view(width))
+
+
+_SAME_WIDTH_INTS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _with_numerics(result: Comparison, dev, ref, hi, dtype: torch.dtype, judge: bool,
+                   identical: bool = False) -> Comparison:
+    """Attach ulp statistics (rule 5) of `dev` and `ref` (values in `dtype`) and turn a PASS into a
+    MISMATCH when the device leans; `identical`: the two are the same bits, measured once."""
     if result.rule in ("structure", "nonfinite") or not isinstance(hi, torch.Tensor) or hi.shape != ref.shape \
-            or ref.dtype not in ulp.rounding_dtypes() or ref.numel() == 0:
+            or dtype not in ulp.rounding_dtypes() or ref.numel() == 0:
         return result
-    result.numerics = ulp.Numerics.of(dev.double(), ref.double(), hi.detach().double(), ref.dtype)
+    result.numerics = ulp.Numerics.of(dev.double(), None if identical else ref.double(), hi.detach().double(), dtype)
     reason = result.numerics.verdict() if result.ok and judge else None
     return dataclasses.replace(result, ok=False, rule="bias", reason=reason) if reason else result
 
 
-def _compare_float(dev, ref, hi, *, rtol, atol, exact, composite=None) -> Comparison:
-    if ref.numel() == 0:
+def _compare_float(dev64, ref64, hi, *, dtype, rtol, atol, exact, composite=None, identical=False) -> Comparison:
+    """Rules 1 to 3 and 6 on float64 copies of values in `dtype`; `identical`: the device's bits are the CPU's."""
+    if ref64.numel() == 0:
         return Comparison(True, "exact", "", 0.0, 0.0)
-    dev64, ref64 = dev.double(), ref.double()
-    hi64 = hi.detach().double() if isinstance(hi, torch.Tensor) and hi.shape == ref.shape else None
+    hi64 = hi.detach().double() if isinstance(hi, torch.Tensor) and hi.shape == ref64.shape else None
+    if identical:
+        return _identical(ref64, hi64, exact)
     note = ""
     if hi64 is not None and not exact:
-        ref64, note = settle_nonfinite(dev64, ref64, hi64, ref.dtype)
+        ref64, note = settle_nonfinite(dev64, ref64, hi64, dtype)
     failed = _nonfinite_difference(dev64, ref64)
     if failed is not None:
         return failed
@@ -193,7 +216,7 @@ def _compare_float(dev, ref, hi, *, rtol, atol, exact, composite=None) -> Compar
     if exact:
         ok = torch.equal(dev64[finite], ref64[finite])
         return Comparison(ok, "exact", "" if ok else _first_difference(dev64, ref64), max_abs, max_rel, ratio)
-    r, a = tolerances(ref.dtype, rtol, atol)
+    r, a = tolerances(dtype, rtol, atol)
     close = (dev64 - ref64).abs() <= a + r * ref64.abs()
     close |= ~finite
     if bool(close.all()):
@@ -202,17 +225,17 @@ def _compare_float(dev, ref, hi, *, rtol, atol, exact, composite=None) -> Compar
         hi64 = hi64[finite]
         dev_err = rmse(dev64[finite], hi64)
         ref_err = rmse(ref64[finite], hi64)
-        m = multiplier(ref.dtype, ref.numel())
-        bound = m * ref_err + atol_floor(ref.dtype)
+        m = multiplier(dtype, ref64.numel())
+        bound = m * ref_err + atol_floor(dtype)
         if dev_err <= bound:
             return Comparison(True, "oracle", "", max_abs, max_rel, ratio, note=note)
         oracle_note = f"; rmse vs float64 oracle {dev_err:.3g} > bound {bound:.3g} (CPU's {ref_err:.3g})"
         comp64 = _finite_composite(composite, finite)
-        second = None if comp64 is None else _composite_bound(dev_err, ref_err, comp64, hi64, ref.dtype)
+        second = None if comp64 is None else _composite_bound(dev_err, ref_err, comp64, hi64, dtype)
     else:
         oracle_note = "; no float64 oracle"
         comp64 = _finite_composite(composite, finite)
-        second = None if comp64 is None else _composite_distance(dev64[finite], ref64[finite], comp64, ref.dtype)
+        second = None if comp64 is None else _composite_distance(dev64[finite], ref64[finite], comp64, dtype)
     if second is not None and second[0]:
         return Comparison(True, "composite", "", max_abs, max_rel, ratio, note=_join(second[1], note))
     if second is not None:
@@ -220,11 +243,23 @@ def _compare_float(dev, ref, hi, *, rtol, atol, exact, composite=None) -> Compar
     where = _first_index(~close)
     mismatched = int((~close).sum())
     reason = (
-        f"{mismatched}/{ref.numel()} elements outside rtol={r:g} atol={a:g}; max abs err {max_abs:.3g}, "
+        f"{mismatched}/{ref64.numel()} elements outside rtol={r:g} atol={a:g}; max abs err {max_abs:.3g}, "
         f"max rel err {max_rel:.3g}; first at index {where}: device {_val(dev64, where)}, CPU {_val(ref64, where)}"
         + oracle_note
     )
     return Comparison(False, "oracle", reason, max_abs, max_rel, ratio)
+
+
+def _identical(ref64: torch.Tensor, hi64: torch.Tensor | None, exact: bool) -> Comparison:
+    """What the rule finds for a device result that is the CPU's bits, without measuring the same
+    thing twice: NaN and Inf in the same places, no error, every element within any tolerance, and
+    the device's distance from the oracle the CPU's (error ratio 1, or none where that is not finite)."""
+    ratio = None
+    if hi64 is not None:
+        finite = ref64.isfinite()
+        ref_err = rmse(ref64[finite], hi64[finite])
+        ratio = 1.0 if ref_err == 0.0 or math.isfinite(ref_err) else None
+    return Comparison(True, "exact" if exact else "allclose", "", 0.0, 0.0, ratio)
 
 
 def _nonfinite_difference(dev64: torch.Tensor, ref64: torch.Tensor) -> Comparison | None:

@@ -27,6 +27,20 @@ def test_blocks_are_credited_when_they_end_and_nested_ones_once():
     assert clock.seconds == 0.0
 
 
+def test_a_report_step_thins_the_reports_and_bounds_what_is_not_yet_credited():
+    reported = []
+    clock = HarnessTime(report=reported.append, report_step_s=0.03)
+    for _ in range(6):
+        with clock.measure():
+            time.sleep(0.01)
+        assert clock.seconds - (reported[-1] if reported else 0.0) < 0.03  # the parent's view lags less than a step
+    assert 1 <= len(reported) <= 3 and reported == sorted(reported)
+    clock.start_item()
+    with clock.measure():
+        time.sleep(0.001)
+    assert clock.reported == 0.0 and len(reported) <= 3  # a new item starts its own count, unreported
+
+
 class _Process:
     exitcode = None
 

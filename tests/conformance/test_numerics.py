@@ -93,3 +93,28 @@ def test_fp8_ulp_distance_counts_steps_across_zero():
     a = torch.tensor([1.0, 0.0, -0.0]).to(torch.float8_e5m2)
     b = torch.tensor([1.25, -0.0, 0.0]).to(torch.float8_e5m2)
     assert fp8_ulp_distance(a, b).tolist() == [1, 0, 0]
+
+
+def test_bit_identical_result_is_judged_as_the_long_way_judges_it():
+    """The shortcut for a device that returns the CPU's very bits (sim runs the CPU's kernels)
+    must find exactly what measuring device and CPU separately finds: same verdict, errors,
+    error ratio and ulp statistics, NaN and Inf included; a result one ulp off takes the long way."""
+    import dataclasses
+
+    from conformance.numerics import rule
+
+    torch.manual_seed(0)
+    hi = torch.randn(4096, dtype=torch.float64)
+    hi[:3] = torch.tensor([float("nan"), float("inf"), 1e300], dtype=torch.float64)
+    for dtype in (torch.float32, torch.bfloat16):
+        ref = hi.to(dtype)
+        for exact in (False, True):
+            long_way = rule._compare_float(ref.double(), ref.double(), hi, dtype=dtype, rtol=None, atol=None,
+                                           exact=exact, identical=False)
+            long_way = rule._with_numerics(long_way, ref.double(), ref.double(), hi, dtype, judge=True)
+            short = rule.compare_leaf(ref.clone(), ref, hi, exact=exact)
+            assert dataclasses.asdict(short) == dataclasses.asdict(long_way)
+        off = ref.clone()
+        off.view(torch.int16 if dtype.itemsize == 2 else torch.int32)[100] += 1  # one ulp
+        assert not rule._bit_identical(off, ref) and rule._bit_identical(ref.clone(), ref)
+        assert rule.compare_leaf(off, ref, hi).max_abs_err > 0

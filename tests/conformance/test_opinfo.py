@@ -184,3 +184,16 @@ def test_a_gradient_known_to_be_zero_passes(sim_ctx, dtype):
     # sgn's gradient of a real tensor is a ZeroTensor; it crashed the worker (CRASH) on sim.
     result = run(sim_ctx, "sgn", dtype, "backward")
     assert result.status is Status.PASS, result.message
+
+
+def test_random_ops_are_seeded_alike_on_cpu_and_device_without_torch_manual_seed(sim_ctx):
+    # OpInfo's wrapper_set_seed seeds the CPU and the device directly (conformance/opinfo/run.py),
+    # not through torch.manual_seed, which queued a lazy CUDA seeding with a stack each call.
+    import torch.cuda
+
+    run(sim_ctx, "abs")  # the suite is prepared
+    queued = len(torch.cuda._queued_calls)
+    result = run(sim_ctx, "nn.functional.dropout")
+    # The same draws on both sides: judged value by value, not by the random-range check.
+    assert result.status is Status.PASS and result.check == "numerics" and result.samples > 0
+    assert len(torch.cuda._queued_calls) == queued
