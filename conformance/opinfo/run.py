@@ -70,8 +70,13 @@ def _seed_random_ops_directly(adapter: Any) -> None:
     which seeds with torch.manual_seed(42): that also queues a lazy seeding of CUDA, XPU and
     MTIA, each with a captured stack (traceback.format_stack), ~0.4 ms a call, 1,077 calls in
     the fp32 sweep. The same wrapper seeding the CPU generator and the device's directly
-    draws the same numbers on both, inside the same saved and restored RNG state."""
+    draws the same numbers on both, inside the same saved and restored RNG state. The wrapper
+    is module state and seeds one adapter's device: a process that runs items for another
+    adapter (tests do) installs it again for that one."""
     from torch.testing._internal import common_methods_invocations
+
+    if getattr(common_methods_invocations.wrapper_set_seed, "seeds_adapter", None) is adapter:
+        return
     from torch.testing._utils import freeze_rng_state
 
     def wrapper_set_seed(op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -79,6 +84,7 @@ def _seed_random_ops_directly(adapter: Any) -> None:
             adapter.manual_seed(42)  # OpInfo's own seed
             return op(*args, **kwargs)
 
+    wrapper_set_seed.seeds_adapter = adapter  # type: ignore[attr-defined]
     common_methods_invocations.wrapper_set_seed = wrapper_set_seed
 
 
@@ -87,6 +93,7 @@ def run_item(item: WorkItem, ctx: WorkerContext, subject: str | None = None,
     """`subject`: the OpInfo full name when it is not the item's own; `device_fn(setup)`: what
     runs each sample on the device instead of the op itself (the dist suite's DTensor run)."""
     subject = subject or item.subject
+    _seed_random_ops_directly(ctx.adapter)
     op = ctx.state[SUITE].get(subject)
     if op is None:
         return result_for(item, NotApplicable(f"{subject} is not an OpInfo op in this torch build."))
