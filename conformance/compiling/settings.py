@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from typing import Any, Callable
@@ -68,3 +69,30 @@ def check_backend(name: str) -> None:
     known = set(dynamo.list_backends(exclude_tags=())) | {"sim"}  # sim's is registered in its workers
     if name not in known:
         raise InputError(f"unknown --compile-backend {name!r}; torch.compile knows: {', '.join(sorted(known))}.")
+
+
+@contextlib.contextmanager
+def default_compiler(settings: CompileSettings, backend: str | None):
+    """`torch.compile` without a backend compiles with `backend` (options from `settings` bound)
+    inside the block, as it does for a user who ran `torch.compiler.set_default_backend`
+    (TorchNeuron's advice): eager models that compile pieces themselves (Transformers compiles
+    flex attention) reach the backend's compiler. What the block compiled is dropped on exit, so
+    a long run's items do not pile up compiled frames past dynamo's recompile limit (past it,
+    dynamo runs the frame uncompiled and the backend's compiler is no longer what is checked).
+    None leaves PyTorch's default."""
+    import torch
+
+    if backend is None:
+        yield
+        return
+    if backend == "sim":  # registered with dynamo on first use (sim/compiler.py)
+        from conformance.sim.compiler import register_compile_backend
+
+        register_compile_backend()
+    before = torch.compiler.get_default_backend()
+    torch.compiler.set_default_backend(settings.backend_compiler(backend))
+    try:
+        yield
+    finally:
+        torch.compiler.set_default_backend(before)
+        torch._dynamo.reset()

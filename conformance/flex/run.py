@@ -16,13 +16,13 @@ import torch
 from torch.utils import _pytree as pytree
 
 from conformance.flex import variants as fv
+from conformance.flex.refusal import FORWARD_OP, refusal
 from conformance.numerics import compare
 from conformance.reference.oprecord import record_ops
-from conformance.outcome import Missing, RegistrationFailed, ReferenceFailed, describe_exception, result_for
+from conformance.outcome import RegistrationFailed, ReferenceFailed, describe_exception, result_for
 from op_db.records import Result, WorkItem
 
 SUITE = "flex_attention"
-_REFUSALS = ("FlexAttention is only supported on", "FlexAttention does not support")
 
 
 def prepare(ctx: Any) -> None:
@@ -90,10 +90,8 @@ def run_item(item: WorkItem, ctx: Any) -> Result:
                     return result_for(item, RegistrationFailed(
                         "torch.compile(flex_attention) recompiled under --dynamic for a second length"), **fields)
         except Exception as exc:  # noqa: BLE001 - judged below
-            text = describe_exception(exc)
-            if any(words in text for words in _REFUSALS):
-                return result_for(item, Missing(f"{text} (device type {torch.device(ctx.device).type})"),
-                                  failing_op="higher_order.flex_attention", **fields)
+            if (refused := refusal(exc, torch.device(ctx.device).type)) is not None:
+                return result_for(item, refused, failing_op=FORWARD_OP, **fields)
             return result_for(item, exc, failing_op=(recorder and recorder.failing_op)
                               or "higher_order.flex_attention", **fields)
     fields["fallback_ops"] = sorted(fallbacks.ops)

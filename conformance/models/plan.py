@@ -30,8 +30,10 @@ class ModelOptions:
     grad: bool = cli_option(False, "--grad", "Also run loss.backward() and compare every parameter gradient.", kind="flag")
     generate: bool = cli_option(False, "--generate", "Also greedy-decode 8 tokens and require the CPU's exact tokens.",
                                 kind="flag")
-    attn: str = cli_option("eager", "--attn", "Attention implementation the models are built with.", kind="choice",
-                           choices=("eager", "sdpa"), show_default=True)
+    attn: str = cli_option("eager", "--attn", "Attention implementation the models are built with (Transformers' "
+                           "attn_implementation). With flex_attention the CPU reference and the oracle attend "
+                           "eagerly, and a type without flex support is SKIP.", kind="choice",
+                           choices=("eager", "sdpa", "flex_attention"), show_default=True)
     library: str = cli_option("transformers", "--library", "Which library's model zoo: Transformers (tasks) or "
                               "Diffusers (model classes: UNets, DiTs, video transformers, autoencoders, ControlNets, "
                               "adapters; subjects diffusers:<ClassName>).", kind="choice",

@@ -17,7 +17,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conformance.reference.oprecord import touches_device
+from conformance.reference.oprecord import backend_key, touches_device
 
 
 def reseed(seed: int, adapter: Any = None) -> None:
@@ -35,7 +35,17 @@ def reseed(seed: int, adapter: Any = None) -> None:
 
 
 class RandomOnCpu(TorchDispatchMode):
-    """Runs seeded random ops that touch `device_type` on the CPU; counts them in `.ops`."""
+    """Runs seeded random ops that touch `device_type` on the CPU; counts them in `.ops`.
+
+    A model attending through flex runs a higher-order operator, compiled by Transformers (and
+    by eager `flex_attention` itself): the mode passes HOPs through and stays out of dynamo's
+    way while it compiles, as the op recorder does, or every flex model would fail here."""
+
+    supports_higher_order_operators = True
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
 
     def __init__(self, device_type: str):
         super().__init__()
@@ -44,6 +54,9 @@ class RandomOnCpu(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if isinstance(func, torch._ops.HigherOrderOperator):  # PyTorch popped this mode: its ops run under it again
+            with self:
+                return func.dispatch(backend_key(args, kwargs), *args, **kwargs)
         if torch.Tag.nondeterministic_seeded not in func.tags or not touches_device(args, kwargs, None, self.device_type):
             return func(*args, **kwargs)
         name = str(func)

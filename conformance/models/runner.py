@@ -17,7 +17,11 @@ hooks to name the first divergent module (first_divergence.py).
 A type that cannot be built tiny is REF_ERROR with "build failed: ...": the
 CPU reference cannot be made, which says nothing about the backend.
 
-Suite options (RunConfig.suite_options, a ModelOptions): `attn` ("eager" or "sdpa"), `divergence`.
+Suite options (RunConfig.suite_options, a ModelOptions): `attn` ("eager", "sdpa" or
+"flex_attention"), `divergence`. With flex_attention the model is built eager and only
+its device copies attend through flex (`_DeviceRun.fresh_model`): every CPU run (the reference,
+the oracle, the input and label probes) attends eagerly, so flex is what the device is asked to
+provide, never a second reference.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from conformance.flex.refusal import FORWARD_OP as FLEX_OP, refusal as flex_refusal
 from conformance.models.judges import _JUDGES
 from conformance.models.passes import _VARIANTS, NothingToDifferentiate, run_forward, run_generate
 from conformance.models.plan import SUITE, ModelOptions
@@ -98,8 +103,12 @@ def run_item(item: WorkItem, ctx) -> Result:
                 hi_model, hi_out = None, _narrower_oracle(run, base, inputs, dtype, seed, ref_out)
                 extra["oracle"] = shorten(f"float64 oracle unusable: NaN at {broken}, where the CPU's result is "
                                           f"finite; {'float32 oracle used' if hi_out is not None else 'none used'}", 300)
-    device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed, forward=_forward_of(item, run))
+    device_run = _DeviceRun(ctx, item, run, base, inputs, dtype, seed, forward=_forward_of(item, run),
+                            attn=extra.get("attn"))
     failure = device_run.execute()
+    if failure is not None and device_run.attn == "flex_attention" \
+            and (refused := flex_refusal(failure, ctx.device_type)) is not None:
+        return result_for(item, refused, samples=1, failing_op=FLEX_OP, extra=extra)
     if failure is not None and (bug := device_run.model_bug(failure)) is not None:
         return result_for(item, ReferenceFailed(bug), extra={**extra, "stage": "device placement"})
     fields = {"aten_ops": dict(device_run.ops), "fallback_ops": sorted(device_run.fallbacks), "extra": extra,
@@ -144,8 +153,11 @@ def _transformers_item(item: WorkItem, options: ModelOptions, seed: int):
         return result_for(item, NotApplicable(f"{entry.task} models do not generate"))
     if not zoo.class_exists(entry):  # Transformers' auto mapping names a class it does not define
         return result_for(item, NotApplicable(zoo.missing_class_reason(entry)), extra={"task": entry.task})
+    if (refusal := zoo.attn_refusal(entry, options.attn)) is not None:
+        return result_for(item, NotApplicable(refusal), extra={"task": entry.task, "attn": options.attn})
     try:
-        base = zoo.build_model(entry, attn=options.attn, seed=seed)
+        # Built eager for flex: only the device's copies attend through it (_DeviceRun.fresh_model).
+        base = zoo.build_model(entry, attn="eager" if options.attn == "flex_attention" else options.attn, seed=seed)
     except zoo.BuildError as exc:
         return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
     from conformance.models.documented import GenerateOnly
@@ -278,8 +290,10 @@ def _on_cpu(run, model, inputs, dtype, seed):
 class _DeviceRun:
     """Copies the model to the device, runs the variant, records ops, fallbacks and the failing op."""
 
-    def __init__(self, ctx, item: WorkItem, run, base, inputs, dtype, seed, forward: Callable = None):
+    def __init__(self, ctx, item: WorkItem, run, base, inputs, dtype, seed, forward: Callable = None,
+                 attn: str | None = None):
         self.ctx, self.item, self.run, self.base = ctx, item, run, base
+        self.attn = attn  # the device copies' attn_implementation where it is not the base's (flex)
         self.forward = forward or run_forward  # what the first-divergence rerun runs
         self.inputs, self.dtype, self.seed = inputs, dtype, seed
         self.model = None
@@ -292,6 +306,19 @@ class _DeviceRun:
         self.second_shape_recompiles: int | None = None  # --dynamic: recompiles at twice the batch
         self.device_output = None  # eager: the output as the device holds it (rule 6 replays toward it)
         self.calls: list = []  # eager: the device's aten calls, kept by reference
+
+    def fresh_model(self):
+        """A new copy of the model on the device, attending through `attn` where one is set."""
+        model = _copy(self.base, self.ctx.device, self.dtype)
+        if self.attn == "flex_attention":
+            model.set_attn_implementation(self.attn)
+        return model
+
+    def compiler(self):
+        """The block in which the model's own torch.compile calls (Transformers' flex) reach the backend's compiler."""
+        from conformance.compiling.settings import default_compiler
+
+        return default_compiler(self.ctx.config.compile, self.ctx.compile_backend)
 
     def device_inputs(self):
         from conformance.models.inputs import cast_inputs
@@ -313,14 +340,15 @@ class _DeviceRun:
                     # leaves random ops on the device (models run in eval mode: dropout is off).
                     with randoms if self.item.mode != "compile" else contextlib.nullcontext():
                         if self.item.mode == "compile":
-                            self.model = _copy(self.base, self.ctx.device, self.dtype)
+                            self.model = self.fresh_model()
                             reseed(self.seed, adapter)
                             self.output = _to_cpu(self._run_compiled())
                         else:
                             # The calls are kept (by reference) for rule 6: the device's own op
                             # sequence replayed on the CPU is the second reference of a MISMATCH.
-                            with OpRecorder(device_type, keep_calls="references", keep_bytes=KEEP_CALLS_BYTES) as recorder:
-                                self.model = _copy(self.base, self.ctx.device, self.dtype)
+                            with OpRecorder(device_type, keep_calls="references", keep_bytes=KEEP_CALLS_BYTES) as recorder, \
+                                    self.compiler():
+                                self.model = self.fresh_model()
                                 reseed(self.seed, adapter)
                                 self.device_output = self.run(self.model, self.device_inputs())
                                 self.output = _to_cpu(self.device_output)
@@ -351,8 +379,8 @@ class _DeviceRun:
 
         recorder = OpRecorder(self.ctx.device_type, keep_calls="snapshots", keep_bytes=KEEP_CALLS_BYTES)
         try:
-            with RandomOnCpu(self.ctx.device_type), recorder:
-                model = _copy(self.base, self.ctx.device, self.dtype)
+            with RandomOnCpu(self.ctx.device_type), recorder, self.compiler():
+                model = self.fresh_model()
                 reseed(self.seed, self.ctx.adapter)
                 self.run(model, self.device_inputs())
                 self.ctx.adapter.synchronize()
@@ -402,7 +430,7 @@ def _add_divergence(result: Result, device_run: _DeviceRun, ref_model, hi_model,
     adapter = device_run.ctx.adapter
 
     def on_device():
-        with RandomOnCpu(device_run.ctx.device_type):
+        with RandomOnCpu(device_run.ctx.device_type), device_run.compiler():
             reseed(seed, adapter)
             device_run.forward(device_run.model, device_run.device_inputs())
 

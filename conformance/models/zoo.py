@@ -198,6 +198,23 @@ def missing_class_reason(entry: ZooEntry) -> str:
             f"Transformers defines no such class: there is no model to check (AutoModel fails the same way)")
 
 
+# attn_implementation -> the class attribute by which Transformers says a model supports it
+_ATTN_SUPPORT = {"sdpa": "_supports_sdpa", "flex_attention": "_supports_flex_attn"}
+
+
+def attn_refusal(entry: ZooEntry, attn: str) -> str | None:
+    """Why Transformers would refuse to build `entry` with `attn`, or None where it supports it.
+    Asked before building, so an unsupported type is a SKIP rather than a failed build."""
+    import transformers
+
+    flag = _ATTN_SUPPORT.get(attn)
+    if flag is None or attn == "sdpa":  # Transformers falls back to eager where sdpa is missing
+        return None
+    if not getattr(getattr(transformers, entry.class_name), flag, False):
+        return f"{entry.class_name} does not support attn_implementation={attn!r} (Transformers' {flag} is False)"
+    return None
+
+
 def _first_line(exc: BaseException) -> str:
     """The exception text on one line, shortened (validation errors put the cause on line two)."""
     text = " ".join(str(exc).split())

@@ -27,7 +27,7 @@ def op_name(func: Any) -> str:
     return str(func)
 
 
-def _backend_key(args: Any, kwargs: Any):
+def backend_key(args: Any, kwargs: Any):
     """The backend dispatch key of the first tensor argument (CompositeExplicitAutograd if none):
     where a higher-order operator's own kernel for that device is found."""
     from torch._C import DispatchKey
@@ -176,7 +176,7 @@ class OpRecorder(TorchDispatchMode):
         on_device = touches_device(args, kwargs, None, self.device_type)
         try:
             with self:
-                out = func.dispatch(_backend_key(args, kwargs), *args, **kwargs)
+                out = func.dispatch(backend_key(args, kwargs), *args, **kwargs)
         except BaseException:
             if self.failing_op is None and on_device:
                 self.failing_op = name

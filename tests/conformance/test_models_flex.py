@@ -1,0 +1,57 @@
+"""The zoo through flex attention (`models --attn flex_attention`): a type that attends through
+flex passes on sim against the same weights attending eagerly on the CPU, a fault in sim's flex
+kernel is caught, and a type Transformers cannot build with flex is SKIP before it is built."""
+
+from __future__ import annotations
+
+import pytest
+
+from op_db.records import Status, WorkItem
+
+
+@pytest.fixture(scope="module")
+def flex_ctx():
+    from conformance import backends
+    from conformance.engine.config import RunConfig, WorkerContext
+    from conformance.models import runner
+    from conformance.models.plan import ModelOptions
+
+    adapter, device = backends.resolve("sim")
+    adapter.init()
+    config = RunConfig(backend="sim", device=device, suite_options=ModelOptions(attn="flex_attention"))
+    context = WorkerContext(config, adapter)
+    runner.prepare(context)
+    return context
+
+
+def run(ctx, model_type, variant="forward"):
+    from conformance.models import runner
+
+    return runner.run_item(WorkItem("model", model_type, variant, "float32", "eager"), ctx)
+
+
+def test_flex_model_passes_and_its_attention_ran_through_flex_on_the_device(flex_ctx, use_profile):
+    result = run(flex_ctx, "llama", "backward")
+    assert result.status is Status.PASS, result.message
+    # The device really attended through flex (forward and backward HOPs), not eagerly.
+    assert result.aten_ops.get("higher_order.flex_attention", 0) >= 1, sorted(result.aten_ops)
+    assert result.aten_ops.get("higher_order.flex_attention_backward", 0) >= 1
+
+
+def test_fault_in_sims_flex_kernel_is_a_mismatch(flex_ctx, use_profile):
+    use_profile({"faults": [{"op": "higher_order.flex_attention", "kind": "scale", "value": 1.05}]})
+    result = run(flex_ctx, "qwen2")
+    assert result.status is Status.MISMATCH, result.message
+
+
+def test_sim_refusing_flex_is_unsupported_not_a_model_bug(flex_ctx, use_profile):
+    use_profile({"flex_attention": False})
+    result = run(flex_ctx, "llama")
+    assert result.status is Status.UNSUPPORTED, result.message
+    assert "sim" in result.message
+
+
+def test_type_without_flex_support_is_skipped_with_transformers_reason(flex_ctx):
+    result = run(flex_ctx, "gpt2")
+    assert result.status is Status.SKIP
+    assert "_supports_flex_attn" in result.message
