@@ -160,6 +160,8 @@ def _transformers_item(item: WorkItem, options: ModelOptions, seed: int):
         base = zoo.build_model(entry, attn="eager" if options.attn == "flex_attention" else options.attn, seed=seed)
     except zoo.BuildError as exc:
         return result_for(item, ReferenceFailed(f"build failed: {exc}"), extra={"task": entry.task, "stage": "build"})
+    if options.attn == "flex_attention" and (refusal := _flex_refusal(base)) is not None:
+        return result_for(item, NotApplicable(refusal), extra={"task": entry.task, "attn": options.attn})
     from conformance.models.documented import GenerateOnly
 
     try:
@@ -174,6 +176,18 @@ def _transformers_item(item: WorkItem, options: ModelOptions, seed: int):
         return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
                           extra={"task": entry.task, "stage": "inputs"})
     return base, inputs, _VARIANTS[item.variant], {"task": entry.task, "class": entry.class_name, "attn": options.attn}
+
+
+def _flex_refusal(base) -> str | None:
+    """Transformers' reason where a class that supports flex has a part that does not (a vision
+    tower, a text model): asked of the config, which is set back to eager either way."""
+    try:
+        base.set_attn_implementation("flex_attention")
+    except ValueError as exc:
+        return f"Transformers refuses attn_implementation='flex_attention': {shorten(str(exc), 300)}"
+    finally:
+        base.set_attn_implementation("eager")
+    return None
 
 
 def _diffusers_item(item: WorkItem, seed: int):

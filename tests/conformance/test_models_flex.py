@@ -55,3 +55,10 @@ def test_type_without_flex_support_is_skipped_with_transformers_reason(flex_ctx)
     result = run(flex_ctx, "gpt2")
     assert result.status is Status.SKIP
     assert "_supports_flex_attn" in result.message
+
+
+def test_type_with_a_part_transformers_cannot_attend_through_flex_is_skipped(flex_ctx):
+    # Aria's class supports flex, its text model does not: Transformers refuses when it is set.
+    result = run(flex_ctx, "aria")
+    assert result.status is Status.SKIP, result.message
+    assert "does not support an attention implementation through torch's flex_attention" in result.message
