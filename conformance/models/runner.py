@@ -109,6 +109,9 @@ def run_item(item: WorkItem, ctx) -> Result:
     if failure is not None and device_run.attn == "flex_attention" \
             and (refused := flex_refusal(failure, ctx.device_type)) is not None:
         return result_for(item, refused, samples=1, failing_op=FLEX_OP, extra=extra)
+    if failure is not None and device_run.attn == "flex_attention" \
+            and (bug := _flex_fails_on_cpu(ctx, base, inputs, dtype, seed)) is not None:
+        return result_for(item, ReferenceFailed(bug), extra={**extra, "stage": "flex on the CPU"})
     if failure is not None and (bug := device_run.model_bug(failure)) is not None:
         return result_for(item, ReferenceFailed(bug), extra={**extra, "stage": "device placement"})
     fields = {"aten_ops": dict(device_run.ops), "fallback_ops": sorted(device_run.fallbacks), "extra": extra,
@@ -187,6 +190,40 @@ def _flex_refusal(base) -> str | None:
         return f"Transformers refuses attn_implementation='flex_attention': {shorten(str(exc), 300)}"
     finally:
         base.set_attn_implementation("eager")
+    return None
+
+
+def _forget_compiled_flex() -> None:
+    """Transformers compiles flex attention once per process (its WrappedFlexAttention singleton),
+    with whatever default backend is set at that first call; forgetting it makes the next call
+    compile with the backend set now (the device's compiler, or "eager" for the CPU check)."""
+    from transformers.integrations import flex_attention
+
+    wrapped = getattr(flex_attention, "WrappedFlexAttention", None)
+    if wrapped is not None and hasattr(wrapped, "_is_flex_compiled"):
+        wrapped._is_flex_compiled = False
+
+
+def _flex_fails_on_cpu(ctx, base, inputs, dtype, seed) -> str | None:
+    """The REF_ERROR message where the model's own flex path fails on the CPU too (a forward, no
+    gradient, flex compiled with dynamo's plain "eager" backend, none of the tool's
+    instrumentation): then the device's failure is the model's, not the backend's."""
+    import torch
+
+    from conformance.compiling.settings import default_compiler
+
+    model = _copy(base, "cpu", dtype)
+    model.set_attn_implementation("flex_attention")
+    _forget_compiled_flex()
+    try:
+        with torch.no_grad(), default_compiler(ctx.config.compile, "eager"):
+            _on_cpu(run_forward, model, inputs, dtype, seed)
+    except _RefFailure as exc:
+        cause = exc.__cause__ or exc
+        return shorten(f"model bug on CPU: its flex_attention path fails on the CPU too, without the tool: "
+                       f"{type(cause).__name__}: {cause}", 400)
+    finally:
+        _forget_compiled_flex()
     return None
 
 
@@ -326,6 +363,7 @@ class _DeviceRun:
         model = _copy(self.base, self.ctx.device, self.dtype)
         if self.attn == "flex_attention":
             model.set_attn_implementation(self.attn)
+            _forget_compiled_flex()  # compiled afresh by the device's compiler
         return model
 
     def compiler(self):

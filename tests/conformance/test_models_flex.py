@@ -62,3 +62,12 @@ def test_type_with_a_part_transformers_cannot_attend_through_flex_is_skipped(fle
     result = run(flex_ctx, "aria")
     assert result.status is Status.SKIP, result.message
     assert "does not support an attention implementation through torch's flex_attention" in result.message
+
+
+def test_model_whose_flex_path_fails_on_the_cpu_too_is_a_model_bug_not_the_backends(flex_ctx):
+    # T5's flex score_mod indexes a batch-1 position bias by the batch index: it fails on the
+    # CPU with no tool in the way (Transformers 5.25), so the device is not blamed.
+    result = run(flex_ctx, "t5")
+    assert result.status is Status.REF_ERROR, result.message
+    assert result.message.startswith("model bug on CPU: its flex_attention path fails on the CPU too")
+    assert "IndexError" in result.message
