@@ -12,6 +12,7 @@ the events are attributed (porting_cli/runtime/profiler_events.py) and written t
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -69,6 +70,7 @@ def main(config_path: str) -> int:
     def ready(prof: Any) -> None:
         if config.get("chrome_trace"):
             prof.export_chrome_trace(config["chrome_trace"])
+            finish_chrome_trace(config["chrome_trace"], sites.sites)
         rows, ranges = event_rows(list(prof.events()), sites.sites, fallback_names, device_timed, warmup + 1)
         out["events"], out["ranges"] = rows, ranges
         # the profiler's own total, through its own aggregation: what the lines must add up to
@@ -118,6 +120,27 @@ def main(config_path: str) -> int:
     out["end"] = dict(outcome_of(stopped, frames), seconds=round(time.monotonic() - started, 3))
     save()
     return 0
+
+
+def finish_chrome_trace(path: str, sites: list[dict[str, Any]]) -> None:
+    """Make the exported trace readable by people and by Holistic Trace Analysis: each `nc|N` range
+    is renamed to its user line and call ("train.py:41 matmul"), and the trace names its rank
+    (`distributedInfo`, which HTA keys traces by; without it HTA warns and assumes rank 0)."""
+    from porting_cli.runtime.profiler_sites import RANGE_PREFIX
+
+    with open(path, encoding="utf-8") as handle:
+        trace = json.load(handle)
+    for event in trace.get("traceEvents", []):
+        name = event.get("name")
+        if isinstance(name, str) and name.startswith(RANGE_PREFIX) and name[len(RANGE_PREFIX):].isdigit():
+            index = int(name[len(RANGE_PREFIX):])
+            if index < len(sites):
+                site = sites[index]
+                event["name"] = f"{site['site'] or '(no user line)'} {site['call']}"
+                event.setdefault("args", {})["neuron_check_range"] = name
+    trace.setdefault("distributedInfo", {"rank": int(os.environ.get("RANK", "0") or 0)})
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(trace, handle)
 
 
 def _fallback_ops(adapter: Any, tracker: Any) -> list[str]:

@@ -98,3 +98,18 @@ def test_lines_sum_to_the_profilers_total_and_parquet_has_the_schema(traced):
 def test_bad_input_is_one_sentence_and_exit_2(tmp_path):
     out = trace(tmp_path)
     assert out.returncode == 2 and out.stderr.strip() == f"neuron-check: error: {SCRIPT}: no such script."
+
+
+def test_chrome_trace_loads_in_holistic_trace_analysis(traced, tmp_path):
+    """The Chrome trace is what HTA reads: it names its rank, and its ranges name the user's lines."""
+    from hta.trace_analysis import TraceAnalysis
+
+    tmp, lines, _ = traced
+    shutil.copy(tmp / "chrome.json", tmp_path / "rank-0.json")
+    analysis = TraceAnalysis(trace_dir=str(tmp_path))
+    frame = analysis.t.get_trace(0)
+    names = set(analysis.t.symbol_table.get_sym_table()[i] for i in frame["name"].unique())
+    top = lines[0]
+    assert any(name.startswith(f"{top['file']}:{top['line']} ") for name in names), sorted(names)[:20]
+    assert not any(name.startswith("nc|") for name in names)
+    assert json.loads((tmp / "chrome.json").read_text())["distributedInfo"] == {"rank": 0}

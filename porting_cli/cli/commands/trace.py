@@ -58,11 +58,18 @@ def command(script: str, script_args: tuple[str, ...], device: str | None, sim_p
     if sim_profile:
         apply_sim_profile(sim_profile)  # validated here; the child inherits it through the environment
         device = device or "sim"
+    if chrome_trace:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(chrome_trace)), exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--chrome-trace {chrome_trace}: cannot create its folder ({exc.strerror}).") from None
     project = discover(script, None)
     entry, root = (project.require_entry(), project.root) if project.is_folder else (script, None)
     found = profiler.run_profile(entry, list(script_args), device=device, warmup=warmup, steps=steps,
                                  max_steps=warmup + steps if max_steps is None else max_steps,
                                  max_seconds=max_seconds, chrome_trace=chrome_trace, root=root, display_base=root)
+    if chrome_trace and "events" in found and found["events"] and not os.path.isfile(chrome_trace):
+        raise InputError(f"--chrome-trace {chrome_trace}: the profiler did not write it.")
     report = profiler.report(found, top)
     if fmt == "parquet":
         profiler_export.write_parquet(report, found["events"], output)
