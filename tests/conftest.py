@@ -129,3 +129,53 @@ def pytest_unconfigure(config):
     import shutil
 
     shutil.rmtree(_ROOT, ignore_errors=True)
+
+
+# -- scheduling across xdist workers ---------------------------------------------------------
+# A test file is one unit of work (module fixtures run once), except each docs page's examples,
+# which are a unit of their own: the docs file holds the most work of any file (about 450 s of
+# examples in all), and as one unit it kept one worker busy while the other ran dry. Units start
+# heaviest first, so that the run does not end on one long unit while the other worker waits:
+# the prefixes below are the heaviest units measured (`python -m pytest --durations=80`, 2 cores),
+# in that order; every other file follows in collection order.
+_DOCS_PAGES = "tests/docs/test_docs_examples.py::test_page_examples_run["
+_HEAVIEST_FIRST = (
+    _DOCS_PAGES + "docs/diffusers.md]",
+    "tests/conformance/test_engine_ray_cluster.py",
+    "tests/conformance/test_dist_ray.py",
+    _DOCS_PAGES + "docs/fleet.md]",
+    _DOCS_PAGES + "docs/flex-attention.md]",
+    "tests/conformance/test_engine_signals.py",
+    "tests/conformance/test_engine_ray.py",
+    _DOCS_PAGES + "docs/fleet-clusters.md]",
+    "tests/porting_cli/test_trace_processes.py",
+    "tests/conformance/test_dist.py",
+    _DOCS_PAGES,
+)
+
+
+def _unit(nodeid: str) -> str:
+    return nodeid if nodeid.startswith(_DOCS_PAGES) else nodeid.split("::", 1)[0]
+
+
+def _weight(nodeid: str) -> int:
+    return next((rank for rank, prefix in enumerate(_HEAVIEST_FIRST) if nodeid.startswith(prefix)),
+                len(_HEAVIEST_FIRST))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Heaviest units first (a stable sort: a file's tests stay together and in order)."""
+    items.sort(key=lambda item: _weight(item.nodeid))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class HeaviestFirst(LoadScopeScheduling):
+        """xdist's per-scope scheduling with the units above, in collection order."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the heaviest-first order of the collection
+    return HeaviestFirst(config, log)

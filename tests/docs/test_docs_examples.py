@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -34,10 +34,9 @@ from doc_examples import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_SLOW = os.environ.get("NEURON_CHECK_DOCS_SLOW") == "1"
-# Pages run at once (see page_runs): two on a 2-core machine, but one under pytest-xdist, whose
-# other worker already keeps the second core busy (three at once slowed a page's examples toward
-# TIMEOUT_S).
-PAGE_WORKERS = 1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, os.cpu_count() or 1)
+# Pages run at once in one process (see page_runs): two on a 2-core machine. Under pytest-xdist
+# each page is a unit of work of its own (tests/conftest.py) and runs on the worker given it.
+PAGE_WORKERS = min(2, os.cpu_count() or 1)
 TIMEOUT_S = 600 if RUN_SLOW else 90
 PAGES = [p for p in doc_pages(ROOT) if examples_in(p, ROOT)]
 
@@ -63,12 +62,34 @@ def _run_page(page: Path, folder: Path, seed: Path) -> tuple[list[str], list[str
     return shown, failures
 
 
+class LazyPages(dict):
+    """page -> a finished future of _run_page, run on first lookup (the xdist case of page_runs)."""
+
+    def __init__(self, tmp_path_factory, seed: Path) -> None:
+        super().__init__()
+        self._tmp, self._seed = tmp_path_factory, seed
+
+    def __contains__(self, page: object) -> bool:
+        return any(not e.skip and (RUN_SLOW or not e.slow) for e in examples_in(page, ROOT))
+
+    def __missing__(self, page: Path) -> Future:
+        done: Future = Future()
+        done.set_result(_run_page(page, self._tmp.mktemp("page"), self._seed))
+        self[page] = done
+        return done
+
+
 @pytest.fixture(scope="session")
 def page_runs(request, tmp_path_factory, seeded_db: Path):
     """The selected pages' examples, PAGE_WORKERS pages at a time from the first page test on:
     {page: future of _run_page}. A page's commands mostly keep one core busy (a parent, then one
     worker, or a wait), and pages share nothing but the seed they copy, so two pages at once
     use the second core; each page still runs its blocks in order in a folder of its own."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Under xdist each page is a unit of work of its own (tests/conftest.py), sent to either
+        # worker: a page runs when its test does, on the worker that got it.
+        yield LazyPages(tmp_path_factory, seeded_db)
+        return
     pages = [item.callspec.params["page"] for item in request.session.items
              if getattr(item, "originalname", None) == "test_page_examples_run"]
     runnable = [page for page in pages if any(not e.skip and (RUN_SLOW or not e.slow) for e in examples_in(page, ROOT))]
