@@ -67,7 +67,14 @@ def main(config_path: str) -> int:
     sites = make_site_mode(frames, device_type)
     fallback_names: set[str] = set()
 
+    window: dict[str, Any] = {}
+
     def ready(prof: Any) -> None:
+        # Only mark the window closed: reading its events (event_rows, the Chrome export) waits
+        # until the script has stopped, so that it is not paid inside the script's own steps.
+        window["closed"] = prof
+
+    def read_window(prof: Any) -> None:
         if config.get("chrome_trace"):
             prof.export_chrome_trace(config["chrome_trace"])
             finish_chrome_trace(config["chrome_trace"], sites.sites)
@@ -109,6 +116,8 @@ def main(config_path: str) -> int:
     finally:
         step_hook.remove()
         limit_hook.remove()
+    if "closed" in window:
+        read_window(window["closed"])
     if "events" not in out:
         out["notes"].append(f"the profiled window was not reached: the script made {counted['n']} optimizer "
                             f"step(s) and --warmup is {warmup}")
