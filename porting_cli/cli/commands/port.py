@@ -43,10 +43,13 @@ DEFAULT_MAX_SECONDS = 300.0
               help="Exit 1 when the verdict is blocked (blocked) or anything but ready (fixes).")
 @click.option("--fix", "apply_fix", is_flag=True, help="Rewrite SCRIPT.py in place (keeps SCRIPT.py.orig).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the unified diff of the fixes; change nothing.")
+@click.option("--verify", is_flag=True,
+              help="With --fix: run each fixed file's import on the device (default sim) and its original's; "
+                   "exit 1 when a fix breaks the import.")
 def command(script: str, script_args: tuple[str, ...], static_only: bool, entry: str | None, device: str | None,
             sim_profile: str | None, against: str | None, db_path: str | None, max_steps: int,
             max_seconds: float, fmt: str, output: str | None, fail_on: str | None,
-            apply_fix: bool, show_diff: bool) -> int:
+            apply_fix: bool, show_diff: bool, verify: bool) -> int:
     """Porting check: CUDA-specific code, ops the backend lacks, the effort, and the patch.
 
     \b
@@ -55,6 +58,7 @@ def command(script: str, script_args: tuple[str, ...], static_only: bool, entry:
     neuron-check train.py --sim-profile p.json -- --epochs 1  dry-run against a coverage profile
     neuron-check train.py --format sarif -o port.sarif       for GitHub code scanning
     neuron-check train.py --diff | --fix                     the patch, or apply it (keeps .orig)
+    neuron-check train.py --fix --verify                     apply it, then prove each fixed file imports
     neuron-check my_repo/ --entry scripts/train.py           project mode: every file, one verdict
     """
     from porting_cli.analysis.fix import fix_file
@@ -65,7 +69,14 @@ def command(script: str, script_args: tuple[str, ...], static_only: bool, entry:
     if static_only and against:
         raise click.UsageError("--against predicts the status of the ops a run records, and --static-only "
                                "runs nothing: drop one of them.")
+    if verify and (static_only or not apply_fix):
+        raise click.UsageError("--verify runs what --fix writes on the device: give it with --fix and "
+                               "without --static-only.")
+    if verify and fmt not in ("table", "json"):
+        raise click.UsageError("--verify prints a table or JSON: use --format table or --format json.")
     project = discover(script, entry)
+    if verify:
+        return _fix_and_verify(project, script, list(script_args), device, sim_profile, fmt, output)
     if project.is_folder:
         return _project(project, list(script_args), static_only, device, sim_profile, against, db_path,
                         max_steps, max_seconds, fmt, output, fail_on, apply_fix, show_diff)
@@ -127,6 +138,50 @@ def _project(project, args: list[str], static_only: bool, device: str | None, si
     return exit_code(report["verdict"], fail_on)
 
 
+def _fix_and_verify(project, script: str, args: list[str], device: str | None, sim_profile: str | None,
+                    fmt: str, output: str | None) -> int:
+    """--fix --verify: write the fixes, then run each fixed file's import and its original's on
+    the device (porting_cli/runtime/verify.py); exit 1 when a fix is defective."""
+    from porting_cli.analysis.fix import fix_file
+    from porting_cli.runtime.verify import verify_fixes
+    from reports.render import fix_verify
+
+    if project.is_folder:
+        from porting_cli.analysis.project import scan_project
+
+        scanned = scan_project(project)
+        paths = [project.path(f["path"]) for f in scanned.files if f["fixable"]]
+    else:
+        from porting_cli.analysis.batch_scan import scan_paths
+        from porting_cli.analysis.scan import ScanError
+
+        scanned = scan_paths([(script, script)])[0]
+        if isinstance(scanned, ScanError):
+            raise scanned
+        paths = [script]
+    device = _with_profile(device, sim_profile) or "sim"
+    base = project.root if project.is_folder else None
+    results = [result for result in (fix_file(path, write=True) for path in paths) if result.changed]
+    checked = verify_fixes(results, root=base, device=device, argv=args, display_base=base)
+    fixes = [{"path": verdict.path, "applied": sorted(f.rule_id for f in result.applied),
+              "remaining": len(result.remaining)} for verdict, result in zip(checked.files, results)]
+    doc = fix_verify.document(_display(project.root if project.is_folder else script), fixes, checked.to_dict())
+    _write(fix_verify.render(doc, fmt), output, f"{fmt} fix verification, verdict {checked.verdict}")
+    return 1 if checked.defective else 0
+
+
+def _with_profile(device: str | None, sim_profile: str | None) -> str | None:
+    """The device to run on once --sim-profile is applied (it implies sim)."""
+    from conformance.backends.opening import apply_sim_profile
+
+    if sim_profile and device not in (None, "sim") and not str(device).startswith("sim:"):
+        raise click.UsageError("--sim-profile applies only to --device sim.")
+    if sim_profile:
+        apply_sim_profile(sim_profile)  # validated here; the child inherits it through the environment
+        device = device or "sim"
+    return device
+
+
 def _display(path: str) -> str:
     rel = os.path.relpath(os.path.abspath(path))
     return path if rel.startswith("..") else rel
@@ -165,15 +220,10 @@ def _runtime(script: str, args: list[str], device: str | None, sim_profile: str 
 
     from conformance.engine.progress import Progress
     from op_db.text import plural
-    from conformance.backends.opening import apply_sim_profile
     from porting_cli.runtime.prediction import Prediction
     from porting_cli.runtime.trace import run_trace
 
-    if sim_profile and device not in (None, "sim") and not str(device).startswith("sim:"):
-        raise click.UsageError("--sim-profile applies only to --device sim.")
-    if sim_profile:
-        apply_sim_profile(sim_profile)  # validated here; the child inherits it through the environment
-        device = device or "sim"
+    device = _with_profile(device, sim_profile)
     prediction = Prediction.load(against, db_path) if against else None
     limits = f"{plural(max_steps, 'step')}, " if max_steps else ""
     limits += f"at most {max_seconds:g} s" if max_seconds else "no time limit"
@@ -192,9 +242,13 @@ def _runtime(script: str, args: list[str], device: str | None, sim_profile: str 
 
 def _emit(report: dict, fmt: str, output: str | None) -> None:
     from reports.render import porting
+
+    _write(porting.render(report, fmt), output, f"{fmt} porting report, verdict {report['verdict']}")
+
+
+def _write(text: str, output: str | None, what: str) -> None:
     from reports.sanitize import echo
 
-    text = porting.render(report, fmt)
     if output:
         try:
             with open(output, "w", encoding="utf-8") as handle:
@@ -203,6 +257,6 @@ def _emit(report: dict, fmt: str, output: str | None) -> None:
             from op_db.errors import InputError
 
             raise InputError(f"cannot write {output}: {exc.strerror or exc}.") from None
-        echo(f"wrote {output}: {fmt} porting report, verdict {report['verdict']}", err=True)
+        echo(f"wrote {output}: {what}", err=True)
     else:
         echo(text, nl=not text.endswith("\n"))
