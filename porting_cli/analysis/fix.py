@@ -48,6 +48,17 @@ class FixResult:
     def changed(self) -> bool:
         return self.new_text != self.old_text
 
+    @property
+    def written_names(self) -> frozenset[str]:
+        """Every name a fix can write (torch, the device variable, the prelude's helpers): a
+        NameError on one of them in the fixed file is the fix's (porting_cli/runtime/verify.py)."""
+        from porting_cli.analysis.scan.rules import prelude_names
+
+        names = {"torch", "DEVICE", "ACCEL_DEVICE"}
+        for device in ("DEVICE", "ACCEL_DEVICE"):
+            names |= set(prelude_names(device).values())
+        return frozenset(names)
+
     def diff(self, file: str | None = None) -> str:
         """The patch, naming `file` (default: the path it was fixed as) the way `git apply` finds it."""
         return unified_diff(patch_path(file or self.path), self.old_text, self.new_text)

@@ -222,7 +222,7 @@ def _judge(f: _File, fixed: dict[str, Any] | None, original: dict[str, Any] | No
     where = _original_place(failure, by_path)  # (file, original line, in text the fix wrote)
     old_failure = original["exception"] if original and original["outcome"] == "raised" else None
     old_where = (old_failure["file"], old_failure["line"]) if old_failure else None
-    fix_name = failure["type"] == "NameError" and failure.get("name") in _written_names()
+    fix_name = failure["type"] == "NameError" and failure.get("name") in f.fix.written_names
     if old_failure and failure["type"] == old_failure["type"] and where[:2] == old_where and not where[2]:
         verdict.verdict, verdict.reason = "script", "the original fails the same way: the script's failure, not the fix's"
     elif (where[2] or fix_name or original is None or original["outcome"] != "raised"
@@ -264,15 +264,6 @@ def _fixes_before(fix: Any, line: int | None, inserted: bool) -> list[str]:
     if inserted and not ids:
         ids = [f.rule_id for f in fix.applied]
     return sorted(set(ids))
-
-
-def _written_names() -> set[str]:
-    from porting_cli.analysis.scan.rules import prelude_names
-
-    names = {"torch", "DEVICE", "ACCEL_DEVICE"}
-    for device in ("DEVICE", "ACCEL_DEVICE"):
-        names |= set(prelude_names(device).values())
-    return names
 
 
 def _shown(path: str | None, base: str | None) -> str:
