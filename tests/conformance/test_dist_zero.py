@@ -33,34 +33,32 @@ def test_fault_free_ways_pass_and_judge_every_parameter(tmp_path):
     assert results[item("fsdp2_ac")].extra["block_forwards"] == 2 * mlp_stack.STEPS * mlp_stack.BLOCKS
 
 
-def test_corrupted_fp32_reduce_scatter_on_one_rank_is_mismatch_where_used(tmp_path):
+def test_corrupted_fp32_reduce_scatter_is_mismatch_where_used_and_a_missing_broadcast_unsupported(tmp_path):
     # Rank 1's float32 reduce-scatter, scaled: FSDP2 reduces float32 gradients, and so does the
-    # bf16 mixed-precision run (reduce_dtype float32); a bf16 FSDP2 run reduces in bf16 and
-    # ZeRO-1's DDP all-reduces.
-    profile = {"collective_faults": [{"op": "reduce_scatter_tensor", "kind": "scale", "value": 1.5, "rank": 1,
-                                      "dtype": "float32"}]}
-    chosen = [item("zero2"), item("zero1"), item("zero2", "bfloat16"), item("fsdp2_mp", "bfloat16")]
-    results, _ = run(chosen, tmp_path, profile)
-    assert [results[i].status for i in chosen] == [Status.MISMATCH, Status.PASS, Status.PASS, Status.MISMATCH]
+    # bf16 mixed-precision run (reduce_dtype float32); a bf16 FSDP2 run reduces in bf16. ZeRO-1
+    # needs broadcast (each partition's updated parameters), which this group refuses.
+    profile = {"collective_faults": [
+        {"op": "reduce_scatter_tensor", "kind": "scale", "value": 1.5, "rank": 1, "dtype": "float32"},
+        {"op": "broadcast", "kind": "unsupported"}]}
+    chosen = [item("zero2"), item("zero2", "bfloat16"), item("fsdp2_mp", "bfloat16"), item("zero1")]
+    results, _ = run(chosen, tmp_path, profile, timeout_s=30.0)
+    assert [results[i].status for i in chosen] == [Status.MISMATCH, Status.PASS, Status.MISMATCH, Status.UNSUPPORTED]
     assert results[chosen[0]].divergence
+    assert results[item("zero1")].extra["missing_collective"] == "broadcast"
+    assert results[item("zero1")].message.startswith(
+        "rank 0: ZeroRedundancyOptimizer (ZeRO-1) needs the collective broadcast, which this process group lacks: "
+        "RuntimeError: Backend sim does not support broadcast")
 
 
-def test_corrupted_parameter_broadcast_on_one_rank_is_mismatch_for_zero1(tmp_path):
-    profile = {"collective_faults": [{"op": "broadcast", "kind": "scale", "value": 1.5, "rank": 1}]}
-    results, _ = run([item("zero1"), item("zero2")], tmp_path, profile)
-    assert results[item("zero1")].status is Status.MISMATCH
-    assert results[item("zero1")].extra["ranks"] == {"0": "MISMATCH", "1": "MISMATCH"}  # step 2 sees it everywhere
-    assert results[item("zero2")].status is Status.PASS
-
-
-def test_a_missing_collective_is_unsupported_naming_it(tmp_path):
-    profile = {"collective_faults": [{"op": "reduce_scatter_tensor", "kind": "unsupported"},
-                                     {"op": "broadcast", "kind": "unsupported"}]}
-    results, _ = run([item("zero2"), item("zero1"), item("fsdp2_ac")], tmp_path, profile, timeout_s=30.0)
-    assert {i.subject: r.status for i, r in results.items()} == dict.fromkeys(
-        ("parity.zero2", "parity.zero1", "parity.fsdp2_ac"), Status.UNSUPPORTED)
-    assert {i.subject: r.extra["missing_collective"] for i, r in results.items()} == {
-        "parity.zero2": "reduce_scatter_tensor", "parity.zero1": "broadcast", "parity.fsdp2_ac": "reduce_scatter_tensor"}
+def test_corrupted_broadcast_is_mismatch_for_zero1_and_a_missing_reduce_scatter_unsupported(tmp_path):
+    profile = {"collective_faults": [{"op": "broadcast", "kind": "scale", "value": 1.5, "rank": 1},
+                                     {"op": "reduce_scatter_tensor", "kind": "unsupported"}]}
+    chosen = [item("zero1"), item("zero2"), item("fsdp2_ac"), item("tp")]
+    results, _ = run(chosen, tmp_path, profile, timeout_s=30.0)
+    assert [results[i].status for i in chosen] == [Status.MISMATCH, Status.UNSUPPORTED, Status.UNSUPPORTED,
+                                                   Status.MISMATCH]  # tp's weights are scattered from rank 0
+    assert results[item("zero1")].extra["ranks"] == {"0": "MISMATCH", "1": "MISMATCH"}  # step 2 spreads it
+    assert {results[i].extra["missing_collective"] for i in chosen[1:3]} == {"reduce_scatter_tensor"}
     assert results[item("zero2")].message.startswith(
         "rank 0: FSDP2 without resharding (ZeRO-2) needs the collective reduce_scatter_tensor, which this process "
         "group lacks: RuntimeError: Backend sim does not support reduce_scatter_tensor")
