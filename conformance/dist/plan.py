@@ -13,6 +13,7 @@ from op_db.records import WorkItem
 PARTS = ("collectives", "parity", "streams", "dtensor")
 DEFAULT_PARTS = PARTS[:3]  # DTensor OpInfo runs when --ops asks for it
 PARITY_WAYS = ("single", "ddp", "fsdp2", "fsdp2_tp", "pp_gpipe", "pp_1f1b", "pp_interleaved")
+PARITY_WAYS += ("tp", "tp_sp", "zero1", "zero2", "zero3", "fsdp2_mp", "fsdp2_offload", "fsdp2_ac")
 STREAM_CHECKS = ("order", "synchronize", "event_timing", "cross_stream", "device_module")
 # DTensor OpInfo items: subject "dtensor.<OpInfo full name>", variant the input placement.
 DTENSOR_PREFIX = "dtensor."
@@ -31,6 +32,8 @@ class DistOptions:
                                         "parity, streams, dtensor (needs --ops).", kind="list", show_default=True)
     collectives: tuple[str, ...] = cli_option((), "--collectives", "Comma list of collective names or globs "
                                               "(all_reduce.*, broadcast). Default: all.", kind="list")
+    ways: tuple[str, ...] = cli_option((), "--ways", "Comma list of parity ways or globs (ddp, 'zero*', tp_sp). "
+                                       "Default: all.", kind="list")
     ops: tuple[str, ...] = cli_option((), "--ops", "DTensor OpInfo: comma list of OpInfo full names or globs, each "
                                       "run on a 1-D mesh with Shard(0), Replicate and Partial inputs (adds the "
                                       "dtensor part).", kind="list")
@@ -63,12 +66,20 @@ def plan(options: DistOptions) -> list[WorkItem]:
             items += [WorkItem(SUITE, name, variant, dtype, "eager") for dtype in dtypes for variant in spec.variants]
     if "parity" in options.parts:
         items += [WorkItem(SUITE, f"parity.{way}", "train2", dtype, "eager")
-                  for dtype in options.dtypes for way in PARITY_WAYS]
+                  for dtype in options.dtypes for way in chosen_ways(options.ways)]
     if "streams" in options.parts:
         items += [WorkItem(SUITE, f"streams.{check}", "ordering", NO_DTYPE, "eager") for check in STREAM_CHECKS]
     if options.ops:
         items += dtensor_items(options)
     return items
+
+
+def chosen_ways(patterns: tuple[str, ...]) -> list[str]:
+    """The parity ways `--ways` selects (all without it); a pattern matching none is an InputError."""
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(way, pattern) for way in PARITY_WAYS):
+            raise InputError(f"no parity way matches {pattern!r}; known: {', '.join(PARITY_WAYS)}.")
+    return [way for way in PARITY_WAYS if not patterns or any(fnmatch.fnmatchcase(way, p) for p in patterns)]
 
 
 def dtensor_items(options: DistOptions) -> list[WorkItem]:

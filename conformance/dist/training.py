@@ -106,7 +106,14 @@ def train_whole(seed: int, dtype: torch.dtype) -> Run:
 def verdict(item: WorkItem, dev: Run, seed: int, fallback_ops: list[str], started: float) -> Result:
     """The numerics rule over the losses, then each gradient and weight `dev` holds."""
     dtype = getattr(torch, item.dtype)
-    ref, hi = train_whole(seed, dtype), train_whole(seed, torch.float64)
+    return judge_runs(item, dev, train_whole(seed, dtype), train_whole(seed, torch.float64), dtype, fallback_ops,
+                      started)
+
+
+def judge_runs(item: WorkItem, dev: Run, ref: Run, hi: Run, dtype: torch.dtype, fallback_ops: list[str],
+               started: float) -> Result:
+    """The numerics rule over `dev`'s losses (in `dtype`), then each gradient and weight it holds,
+    against the CPU run `ref` and the float64 oracle run `hi`."""
     comparison = compare(dev.losses.to(dtype), ref.losses.to(dtype), hi.losses)
     divergence = None if comparison.ok else "loss"
     checks = [("gradient", dev.grads, ref.grads, hi.grads), ("updated weight", dev.weights, ref.weights, hi.weights)]

@@ -5,9 +5,10 @@ Python `dist.ProcessGroup` that owns a gloo group on a prefixed copy of the same
 collective hands gloo CPU views of the sim tensors' memory (gloo writes into that memory), runs gloo, and returns a `SimWork` whose `wait()` (or future)
 applies the active profile's `collective_faults` to this rank's outputs: a wrong, hung,
 raising or dead rank, as a broken real backend would show it. A send or recv fault may name
-its `peer`, breaking one link only; kind `unsupported` makes send, recv or all_to_all refuse
+its `peer`, breaking one link only; kind `unsupported` makes any collective refuse
 with c10d's own "Backend sim does not support send" before anything is sent, as a backend
-without the collective does (a pipeline needs point-to-point, MoE all_to_all).
+without the collective does (a pipeline needs point-to-point, MoE all_to_all, FSDP2
+reduce_scatter_tensor).
 """
 
 from __future__ import annotations
@@ -185,36 +186,44 @@ class SimProcessGroup(dist.ProcessGroup):
         return self._rank
 
     def allreduce(self, tensors, opts=_c10d.AllreduceOptions()):
+        refuse_if_unsupported("all_reduce", self._rank)
         opts, averaged = self._summed(opts)
         return self._work("all_reduce", self._gloo.allreduce(_inner_all(tensors), opts), tensors, averaged)
 
     def allreduce_coalesced(self, tensors, opts=_c10d.AllreduceCoalescedOptions()):
+        refuse_if_unsupported("all_reduce", self._rank)
         return self._work("all_reduce", self._gloo.allreduce_coalesced(_inner_all(tensors), opts), tensors)
 
     def reduce(self, tensors, opts=_c10d.ReduceOptions()):
+        refuse_if_unsupported("reduce", self._rank)
         return self._work("reduce", self._gloo.reduce(_inner_all(tensors), opts), tensors)
 
     def allgather(self, output_lists, inputs, opts=_c10d.AllgatherOptions()):
+        refuse_if_unsupported("all_gather", self._rank)
         return self._work("all_gather", self._gloo.allgather(_inner_all(output_lists), _inner_all(inputs), opts),
                           output_lists)
 
     def _allgather_base(self, output, input, opts=_c10d.AllgatherOptions()):
+        refuse_if_unsupported("all_gather_into_tensor", self._rank)
         return self._work("all_gather_into_tensor", self._gloo._allgather_base(_inner(output), _inner(input), opts),
                           [output])
 
     all_gather_single = _allgather_base
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=_c10d.AllgatherOptions()):
+        refuse_if_unsupported("all_gather_into_tensor", self._rank)
         # gloo has no coalesced form: one collective per pair, waited on together.
         works = [self._gloo._allgather_base(_inner(o), _inner(i), opts) for o, i in zip(outputs, inputs)]
         return self._work("all_gather_into_tensor", _AllWork(works), outputs)
 
     def reduce_scatter(self, outputs, input_lists, opts=_c10d.ReduceScatterOptions()):
+        refuse_if_unsupported("reduce_scatter", self._rank)
         opts, averaged = self._summed(opts)
         inner = self._gloo.reduce_scatter(_inner_all(outputs), _inner_all(input_lists), opts)
         return self._work("reduce_scatter", inner, outputs, averaged)
 
     def _reduce_scatter_base(self, output, input, opts=_c10d.ReduceScatterOptions()):
+        refuse_if_unsupported("reduce_scatter_tensor", self._rank)
         opts, averaged = self._summed(opts)
         inner = self._gloo._reduce_scatter_base(_inner(output), _inner(input), opts)
         return self._work("reduce_scatter_tensor", inner, [output], averaged)
@@ -222,6 +231,7 @@ class SimProcessGroup(dist.ProcessGroup):
     reduce_scatter_single = _reduce_scatter_base
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=_c10d.ReduceScatterOptions()):
+        refuse_if_unsupported("reduce_scatter_tensor", self._rank)
         opts, averaged = self._summed(opts)
         works = [self._gloo._reduce_scatter_base(_inner(o), _inner(i), opts) for o, i in zip(outputs, inputs)]
         return self._work("reduce_scatter_tensor", _AllWork(works), outputs, averaged)
@@ -238,13 +248,16 @@ class SimProcessGroup(dist.ProcessGroup):
     all_to_all_single = alltoall_base
 
     def broadcast(self, tensors, opts=_c10d.BroadcastOptions()):
+        refuse_if_unsupported("broadcast", self._rank)
         return self._work("broadcast", self._gloo.broadcast(_inner_all(tensors), opts), tensors)
 
     def gather(self, output_lists, inputs, opts=_c10d.GatherOptions()):
+        refuse_if_unsupported("gather", self._rank)
         return self._work("gather", self._gloo.gather(_inner_all(output_lists), _inner_all(inputs), opts),
                           output_lists)
 
     def scatter(self, outputs, input_lists, opts=_c10d.ScatterOptions()):
+        refuse_if_unsupported("scatter", self._rank)
         return self._work("scatter", self._gloo.scatter(_inner_all(outputs), _inner_all(input_lists), opts), outputs)
 
     def send(self, tensors, dst, tag=0):
@@ -256,6 +269,7 @@ class SimProcessGroup(dist.ProcessGroup):
         return self._work("recv", self._gloo.recv(_inner_all(tensors), src, tag), tensors, peer=src)
 
     def barrier(self, opts=_c10d.BarrierOptions()):
+        refuse_if_unsupported("barrier", self._rank)
         return self._work("barrier", self._gloo.barrier(opts), [])
 
 

@@ -6,8 +6,8 @@ from conformance.dist.plan import DistOptions
 from porting_cli.cli.suite_cli import suite_command
 
 HELP = """Start N ranks on this host with the device's process-group backend (sim: gloo underneath)
-and check collectives x dtypes x layouts, a 2-step training step single/DDP/FSDP2/FSDP2+TP
-against one CPU process, and stream/event ordering. --jobs runs that many worlds at once.
+and check collectives x dtypes x layouts, 2 training steps of each parity way (DDP, FSDP2, TP, PP,
+ZeRO, ...; --ways) against one CPU process, and stream/event ordering. --jobs runs that many worlds at once.
 
 \b
 neuron-check dist --device sim --world-size 2
