@@ -49,8 +49,10 @@ class UserFrames:
         known = self._cache.get(filename)
         if known is None:
             path = os.path.abspath(filename)
+            # "<eval_with_key>.3" (an FX graph's generated code), "<string>", "<frozen ...>": no file of the user's
             known = path == self.script or (
-                path.startswith(self.root + os.sep)
+                not filename.startswith("<")
+                and path.startswith(self.root + os.sep)
                 and "site-packages" not in path
                 and not any(path.startswith(ex) for ex in self._excluded)
                 and not self._in_skipped_dir(path)

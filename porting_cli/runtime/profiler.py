@@ -72,7 +72,8 @@ def per_line(found: dict[str, Any]) -> list[dict[str, Any]]:
                                   "cpu_total_s": 0.0, "backward_device_time_s": 0.0, "backward_total_s": 0.0,
                                   "ops": 0, "op_names": {}, "fallback_ops": {}, "fallback_time_s": 0.0,
                                   "copies": 0, "copy_bytes": 0, "copy_time_s": 0.0, "syncs": 0,
-                                  "sync_kinds": {}, "chain": []}
+                                  "sync_kinds": {}, "graph_breaks": 0, "recompiles": 0, "compile_reasons": [],
+                                  "chain": []}
         return rows[(file, line)]
 
     for e in found["events"]:
@@ -101,6 +102,10 @@ def per_line(found: dict[str, Any]) -> list[dict[str, Any]]:
             r["syncs"] += 1
             kind = g["kind"][5:]
             r["sync_kinds"][kind] = r["sync_kinds"].get(kind, 0) + 1
+    for c in found.get("compile_events", []):  # the whole run's: compiling happens mostly in warm-up
+        r = row(c["file"], c["line"])
+        r["graph_breaks" if c["kind"] == "graph_break" else "recompiles"] += 1
+        r["compile_reasons"].append(f"{c['kind'].replace('_', ' ')}: {c['reason']}")
     out = [r for r in rows.values() if r is not None]
     for r in out:
         for key in ("device_time_s", "cpu_time_s", "cpu_total_s", "backward_device_time_s", "backward_total_s",
@@ -114,6 +119,7 @@ def bottlenecks(lines: list[dict[str, Any]], total_s: float, steps: int, top: in
     found = []
     chosen = [r for r in lines if r["line"]][:top]
     chosen += [r for r in lines if r["line"] and r not in chosen and (r["syncs"] or r["copies"]) >= steps][:3]
+    chosen += [r for r in lines if r["line"] and r not in chosen and (r["graph_breaks"] or r["recompiles"])][:3]
     for r in chosen:
         share = r["device_time_s"] / total_s if total_s else 0.0
         where = f"{r['file']}:{r['line']}"
@@ -121,6 +127,10 @@ def bottlenecks(lines: list[dict[str, Any]], total_s: float, steps: int, top: in
             ops = ", ".join(sorted(r["fallback_ops"]))
             advice = (f"{ops} ran through the backend's CPU fallback here ({r['fallback_time_s'] * 1e3:.2f} ms): "
                       "implementing it on the device, or replacing it, removes that time.")
+        elif r["graph_breaks"] or r["recompiles"]:
+            advice = (f"torch.compile {_compile_counts(r)} here ({r['compile_reasons'][0]}): each break splits "
+                      "the compiled graph and each recompile pays the compile again; remove the cause or mark "
+                      "the changing size dynamic.")
         elif r["syncs"] and (steps <= 1 or r["syncs"] >= steps):
             kinds = ", ".join(sorted(r["sync_kinds"]))
             advice = (f"the host waits for the device here {r['syncs']} time(s) ({kinds}), once per step or more: "
@@ -135,6 +145,12 @@ def bottlenecks(lines: list[dict[str, Any]], total_s: float, steps: int, top: in
         found.append({"file": r["file"], "line": r["line"], "site": where, "device_time_s": r["device_time_s"],
                       "share": round(share, 4), "advice": advice})
     return found
+
+
+def _compile_counts(r: dict[str, Any]) -> str:
+    parts = [f"{r['graph_breaks']} graph break(s)" if r["graph_breaks"] else "",
+             f"{r['recompiles']} recompile(s)" if r["recompiles"] else ""]
+    return " and ".join(p for p in parts if p)
 
 
 def report(found: dict[str, Any], top: int = TOP_N) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def main(config_path: str) -> int:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     from porting_cli.runtime.frames import UserFrames
+    from porting_cli.runtime.profiler_compile import CompileEvents, watch_compiles
     from porting_cli.runtime.profiler_events import event_rows, is_op
     from porting_cli.runtime.profiler_sites import make_site_mode
     from porting_cli.runtime.remap import RemapLog, remap_cuda
@@ -96,6 +97,7 @@ def main(config_path: str) -> int:
     step_hook = register_optimizer_step_post_hook(step)  # before the limit's hook: the step is recorded
     limit_hook, _ = install_step_limit(int(config.get("max_steps") or 0), lambda n: None)
     log = RemapLog(frames)
+    compiles = CompileEvents(frames)
     stopped: BaseException | None = None
     started = time.monotonic()
     try:
@@ -104,7 +106,7 @@ def main(config_path: str) -> int:
             arm_time_limit(config.get("max_seconds"))
             prof.start()
             try:
-                with sites:
+                with sites, watch_compiles(compiles):
                     _, stopped = run_script(config["script"], list(config.get("args") or []))
             finally:
                 if hasattr(signal, "setitimer"):
@@ -125,6 +127,7 @@ def main(config_path: str) -> int:
     for row in out["events"]:  # the window may close before the fallback log is read
         row["fallback"] = row["op"] in fallback_names
     out["fallbacks"] = sorted(fallback_names)
+    out["compile_events"] = compiles.events
     out["optimizer_steps"] = counted["n"]
     out["end"] = dict(outcome_of(stopped, frames), seconds=round(time.monotonic() - started, 3))
     save()

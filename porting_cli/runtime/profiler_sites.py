@@ -27,6 +27,7 @@ _SYNC_METHODS = {"item": "item", "tolist": "tolist", "numpy": "numpy", "__repr__
 def make_site_mode(frames: Any, device_type: str):
     """The TorchFunctionMode that names each top-level torch call's user line (see module doc)."""
     import torch
+    from torch.compiler import is_compiling
     from torch.overrides import TorchFunctionMode
 
     class SiteMode(TorchFunctionMode):
@@ -37,6 +38,8 @@ def make_site_mode(frames: Any, device_type: str):
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if is_compiling():  # Dynamo tracing the script: stay out of its graph (no frames, no ranges)
+                return func(*args, **kwargs)
             name = getattr(func, "__name__", "")
             if name == "__get__":  # attribute reads (.shape, .grad): not a call worth a range
                 return func(*args, **kwargs)

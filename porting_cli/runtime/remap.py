@@ -150,6 +150,19 @@ def _noting_start(frames: UserFrames, start: Callable[..., Any]) -> Callable[...
     return noting_start
 
 
+def _true_unless_torch_asks(real: Callable[[], bool]) -> Callable[[], bool]:
+    """torch.cuda.is_available() for the remap: True for the script and its libraries, the truth
+    for torch's own internals, which follow a True with CUDA-only calls (Dynamo saves the CUDA RNG
+    state around every frame it compiles: `torch.cuda.get_rng_state()` on a CPU build raises)."""
+    import sys
+
+    def is_available() -> bool:
+        caller = sys._getframe(2).f_globals.get("__name__", "")  # 1 is the logging wrapper (answer)
+        return real() if caller == "torch" or caller.startswith("torch.") else True
+
+    return is_available
+
+
 @contextlib.contextmanager
 def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
     """Inside the block, CUDA calls run on `target`; yields a list of notes (e.g. autocast off)."""
@@ -215,7 +228,7 @@ def remap_cuda(target: str, log: RemapLog, adapter: Any) -> Iterator[list[str]]:
 
     memory = _target_call(module, "memory_allocated", lambda *a, **k: 0)
     cuda_functions: dict[str, Callable[..., Any]] = {
-        "is_available": lambda: True,
+        "is_available": _true_unless_torch_asks(torch.cuda.is_available),
         "device_count": lambda: max(1, adapter.device_count()),
         "current_device": lambda: index,
         "set_device": lambda device: None,

@@ -113,3 +113,24 @@ def test_chrome_trace_loads_in_holistic_trace_analysis(traced, tmp_path):
     assert any(name.startswith(f"{top['file']}:{top['line']} ") for name in names), sorted(names)[:20]
     assert not any(name.startswith("nc|") for name in names)
     assert json.loads((tmp / "chrome.json").read_text())["distributedInfo"] == {"rank": 0}
+
+
+def test_graph_breaks_and_recompiles_are_counted_on_their_lines(tmp_path):
+    """A planted graph break lands on its line with Dynamo's reason; the recompile that a new
+    length forces lands on the compiled function's own line, with the guard that failed."""
+    script = "compiled_train.py"
+    shutil.copy(SCRIPTS / script, tmp_path / script)
+    env = {k: v for k, v in os.environ.items() if k != "NEURON_CHECK_SIM_PROFILE"}
+    out = subprocess.run([sys.executable, "-m", "porting_cli", "trace", script, "--device", "sim", "--warmup", "1",
+                          "--steps", "2", "--format", "json"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=240, env=dict(env, PYTHONPATH=str(REPO)))
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    rows = {(r["file"], r["line"]): r for r in report["lines"]}
+    broken = rows[(script, mark_line(script, "break"))]
+    assert broken["graph_breaks"] == 1 and broken["compile_reasons"][0].startswith("graph break: User-inserted")
+    recompiled = rows[(script, mark_line(script, "forward-def"))]
+    assert recompiled["recompiles"] >= 1 and "size mismatch" in " ".join(recompiled["compile_reasons"])
+    assert sum(r["graph_breaks"] for r in report["lines"]) == 1
+    advice = {b["site"]: b["advice"] for b in report["bottlenecks"]}
+    assert "1 graph break(s)" in advice[f"{script}:{mark_line(script, 'break')}"]
