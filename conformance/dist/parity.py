@@ -96,8 +96,10 @@ def _rows(way: str, rctx: Any) -> slice:
 
 def checked_elsewhere(way: str) -> Any:
     """The module whose `run_item` checks a way that is not this module's, or None."""
-    from conformance.dist import pipeline
+    from conformance.dist import checkpoint, pipeline
 
+    if way == "dcp":
+        return checkpoint
     return pipeline if way in pipeline.SCHEDULES else None
 
 

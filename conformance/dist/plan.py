@@ -12,7 +12,8 @@ from op_db.records import WorkItem
 
 PARTS = ("collectives", "parity", "streams", "dtensor")
 DEFAULT_PARTS = PARTS[:3]  # DTensor OpInfo runs when --ops asks for it
-PARITY_WAYS = ("single", "ddp", "fsdp2", "fsdp2_tp", "pp_gpipe", "pp_1f1b", "pp_interleaved")
+PARITY_WAYS = ("single", "ddp", "fsdp2", "fsdp2_tp", "pp_gpipe", "pp_1f1b", "pp_interleaved",
+               "dcp")
 STREAM_CHECKS = ("order", "synchronize", "event_timing", "cross_stream", "device_module")
 # DTensor OpInfo items: subject "dtensor.<OpInfo full name>", variant the input placement.
 DTENSOR_PREFIX = "dtensor."
