@@ -96,10 +96,10 @@ def _rows(way: str, rctx: Any) -> slice:
 
 def checked_elsewhere(way: str) -> Any:
     """The module whose `run_item` checks a way that is not this module's, or None."""
-    from conformance.dist import checkpoint, pipeline
+    from conformance.dist import checkpoint, context_parallel, pipeline, simple_fsdp
 
-    if way == "dcp":
-        return checkpoint
+    if way in ("dcp", "cp_sdpa", "simple_fsdp"):
+        return {"dcp": checkpoint, "cp_sdpa": context_parallel, "simple_fsdp": simple_fsdp}[way]
     return pipeline if way in pipeline.SCHEDULES else None
 
 
