@@ -197,11 +197,9 @@ def run_item(item: WorkItem, rctx: Any) -> Result:
         return Result.for_item(item, Status.SKIP, message=reason)
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
-    from torch.distributed.device_mesh import init_device_mesh
-
     started = time.perf_counter()
     dtype = getattr(torch, item.dtype)
-    mesh = init_device_mesh(rctx.device.split(":", 1)[0], (rctx.world_size,))
+    mesh = data_parallel.mesh(rctx)
     drilled = None
     with rctx.adapter.track_fallbacks() as fallbacks, shared_folder(rctx) as folder:
         doing = "FSDP2 training"

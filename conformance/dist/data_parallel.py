@@ -29,6 +29,13 @@ def not_applicable(world_size: int) -> str | None:
     return None
 
 
+def mesh(rctx: Any) -> Any:
+    """The 1-D mesh of the whole world on this rank's device type."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(rctx.device.split(":", 1)[0], (rctx.world_size,))
+
+
 def train(model: torch.nn.Module, rctx: Any, forward: Callable[[torch.Tensor], torch.Tensor] | None = None,
           steps: int = training.STEPS) -> list[torch.Tensor]:
     """`steps` SGD steps of `model` (already on the device and sharded) on this rank's rows;

@@ -94,11 +94,9 @@ def run_item(item: WorkItem, rctx: Any) -> Result:
     reason = data_parallel.not_applicable(rctx.world_size)
     if reason is not None:
         return Result.for_item(item, Status.SKIP, message=reason)
-    from torch.distributed.device_mesh import init_device_mesh
-
     started = time.perf_counter()
     dtype = getattr(torch, item.dtype)
-    mesh = init_device_mesh(rctx.device.split(":", 1)[0], (rctx.world_size,))
+    mesh = data_parallel.mesh(rctx)
     watch, facts = None, {}
     with rctx.adapter.track_fallbacks() as fallbacks:
         try:
