@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -41,11 +40,9 @@ import torch.distributed as dist
 from conformance.dist import data_parallel, training
 from conformance.dist.judge import from_comparison
 from conformance.numerics import compare
-from conformance.outcome import classify_exception, describe_exception
-from op_db.records import Result, Status, WorkItem, shorten
+from op_db.records import Result, Status, WorkItem
 
 CORRUPT_RANK, CORRUPT_KEY = 1, "1.linear.weight"
-_MISSING = re.compile(r"does not support (\w+)")
 
 
 def is_drill(item: WorkItem) -> bool:
@@ -179,18 +176,6 @@ def exact_loads(whole: dict[str, torch.Tensor], world_one: dict[str, torch.Tenso
     return total, divergence
 
 
-def failure(item: WorkItem, exc: BaseException, started: float, doing: str) -> Result:
-    """A missing collective is UNSUPPORTED naming it; any other failure as outcome.py says."""
-    text = describe_exception(exc)
-    missing = _MISSING.search(str(exc))
-    status, extra = classify_exception(exc), {}
-    if missing is not None:
-        status, extra = Status.UNSUPPORTED, {"missing_collective": missing.group(1)}
-        text = f"{doing} needs {missing.group(1)}, which this process group lacks: {text}"
-    return Result.for_item(item, status, samples=1, message=shorten(f"{doing}: {text}" if not extra else text),
-                           duration_s=time.perf_counter() - started, extra=extra)
-
-
 def run_item(item: WorkItem, rctx: Any) -> Result:
     reason = data_parallel.not_applicable(rctx.world_size)
     if reason is not None:
@@ -220,7 +205,7 @@ def run_item(item: WorkItem, rctx: Any) -> Result:
             resharded = load_resharded(folder, rctx.seed, dtype, rctx, mesh)
             rctx.adapter.synchronize()
         except Exception as exc:  # noqa: BLE001 - the backend (or the damaged checkpoint) failed
-            return failure(item, exc, started, doing)
+            return data_parallel.failure(item, exc, started, doing)
     trained = training.verdict(item, run, rctx.seed, sorted(fallbacks.ops), started)
     if trained.status not in (Status.PASS, Status.FALLBACK):
         return trained

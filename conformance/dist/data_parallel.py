@@ -8,6 +8,8 @@ value, and the gradients the sharding reduces are the whole batch's, as in the C
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +17,10 @@ import torch
 import torch.distributed as dist
 
 from conformance.dist import training
+from conformance.outcome import classify_exception, describe_exception
+from op_db.records import Result, Status, WorkItem, shorten
+
+_MISSING = re.compile(r"does not support (\w+)")  # c10d's words for a collective a backend lacks
 
 
 def rows(rank: int, world_size: int) -> slice:
@@ -54,3 +60,15 @@ def train(model: torch.nn.Module, rctx: Any, forward: Callable[[torch.Tensor], t
         losses.append(value[0] / rctx.world_size)
         optimizer.step()
     return losses
+
+
+def failure(item: WorkItem, exc: BaseException, started: float, doing: str) -> Result:
+    """A missing collective is UNSUPPORTED naming it; any other failure as outcome.py says."""
+    text = describe_exception(exc)
+    missing = _MISSING.search(str(exc))
+    status, extra = classify_exception(exc), {}
+    if missing is not None:
+        status, extra = Status.UNSUPPORTED, {"missing_collective": missing.group(1)}
+        text = f"{doing} needs {missing.group(1)}, which this process group lacks: {text}"
+    return Result.for_item(item, status, samples=1, message=shorten(f"{doing}: {text}" if not extra else text),
+                           duration_s=time.perf_counter() - started, extra=extra)

@@ -27,8 +27,7 @@ import torch
 from torch import nn
 
 from conformance.dist import data_parallel, training
-from conformance.outcome import classify_exception, describe_exception
-from op_db.records import Result, Status, WorkItem, shorten
+from op_db.records import Result, Status, WorkItem
 
 _PARAMETRIZED = ".parametrizations."
 
@@ -107,9 +106,9 @@ def run_item(item: WorkItem, rctx: Any) -> Result:
             facts = watch.facts().to_dict() if watch is not None else {}
         except Exception as exc:  # noqa: BLE001 - the backend (its compiler, its collectives) failed
             facts = watch.facts(phase=watch.failure_phase(exc)).to_dict() if watch is not None else {}
-            return Result.for_item(item, classify_exception(exc), samples=1, compile=facts,
-                                   message=shorten(f"SimpleFSDP: {describe_exception(exc)}"),
-                                   duration_s=time.perf_counter() - started)
+            failed = data_parallel.failure(item, exc, started, f"SimpleFSDP ({item.mode})")
+            failed.compile = facts
+            return failed
         finally:
             if watch is not None:
                 torch._dynamo.reset()  # the next item compiles afresh, with its own backend and shapes
