@@ -14,6 +14,10 @@ PARTS = ("collectives", "parity", "streams", "dtensor")
 DEFAULT_PARTS = PARTS[:3]  # DTensor OpInfo runs when --ops asks for it
 PARITY_WAYS = ("single", "ddp", "fsdp2", "fsdp2_tp", "pp_gpipe", "pp_1f1b", "pp_interleaved")
 PARITY_WAYS += ("tp", "tp_sp", "zero1", "zero2", "zero3", "fsdp2_mp", "fsdp2_offload", "fsdp2_ac")
+PARITY_WAYS += ("dcp", "cp_sdpa", "simple_fsdp")
+# Ways with their own variant or modes (the rest: two training steps, eager).
+PARITY_VARIANTS = {"cp_sdpa": "causal"}
+PARITY_MODES = {"simple_fsdp": ("eager", "compile")}
 STREAM_CHECKS = ("order", "synchronize", "event_timing", "cross_stream", "device_module")
 # DTensor OpInfo items: subject "dtensor.<OpInfo full name>", variant the input placement.
 DTENSOR_PREFIX = "dtensor."
@@ -65,8 +69,9 @@ def plan(options: DistOptions) -> list[WorkItem]:
             dtypes = (NO_DTYPE,) if name in DTYPELESS else options.dtypes
             items += [WorkItem(SUITE, name, variant, dtype, "eager") for dtype in dtypes for variant in spec.variants]
     if "parity" in options.parts:
-        items += [WorkItem(SUITE, f"parity.{way}", "train2", dtype, "eager")
-                  for dtype in options.dtypes for way in chosen_ways(options.ways)]
+        items += [WorkItem(SUITE, f"parity.{way}", PARITY_VARIANTS.get(way, "train2"), dtype, mode)
+                  for dtype in options.dtypes for way in chosen_ways(options.ways)
+                  for mode in PARITY_MODES.get(way, ("eager",))]
     if "streams" in options.parts:
         items += [WorkItem(SUITE, f"streams.{check}", "ordering", NO_DTYPE, "eager") for check in STREAM_CHECKS]
     if options.ops:
