@@ -222,7 +222,7 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     by_value = value_aliases(tree, aliases)  # precision_scope = autocast if ... else nullcontext
     aliases.update(by_value)
     skip = prelude_lines(tree, lines)
-    flow = device_flow(tree, aliases, lines)
+    flow = device_flow(tree, aliases, lines, body)
     found = set(candidate_lines(lines, aliases))
     found.update(line for (line, _), kinds in flow.sites.items() if kinds & {INDEX, STRING})
     found.update(flow.fused_lines | flow.amp_wrapper_calls)
