@@ -25,8 +25,9 @@ import ast
 import dataclasses
 import re
 
-from .flow_facts import AMP_WRAPPED, FlowFacts
+from .flow_facts import AMP_WRAPPED, INDEX_OPTIONS, FlowFacts
 from .nodes import qualname
+from .source import mentions
 
 INDEX, STRING, TEST, ARGS = "index", "string", "test", "args"
 INDEX_ENV = frozenset({"LOCAL_RANK", "RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -317,7 +318,31 @@ class _Flow:
                     break
 
 
-def device_flow(tree: ast.Module, aliases: dict[str, str], lines: list[str]) -> DeviceFlow:
+#: every name a kind starts from (`is_cuda`, `torch.cuda.*`, `mp.spawn`, `parse_args`) and every
+#: string value (`"cuda"`, `"cuda:N"`, an environment key, an argparse option) holds one of these
+SOURCE_WORDS = ("cuda", "spawn", "start_processes", "parse_args", "parse_known_args", *INDEX_ENV,
+                *(option.replace("_", sep) for option in INDEX_OPTIONS for sep in "_-"))
+#: the values a string literal must equal or start with to start a kind: spelled in pieces
+#: (`"cu" "da"`) its first piece is a proper prefix of one of them, closed by a quote
+_VALUES = ("cuda:", *INDEX_ENV, *(f"{dashes}{option.replace('_', sep)}" for option in INDEX_OPTIONS
+                                  for sep in "_-" for dashes in ("", "--")))
+_PIECE = re.compile("[\"'](?:%s)[\"']" % "|".join(sorted({re.escape(v[:n]) for v in _VALUES for n in range(1, len(v))})))
+#: a backslash that may spell a letter inside a string (`"\x63uda"`) or continue it on the next line
+_ESCAPE = re.compile(r"\\(?:[xuUN0-7\r\n])")
+
+
+def may_flow(text: str) -> bool:
+    """Whether the data flow can find anything in ``text``: a file that holds none of the words
+    and values that start a kind has no kinds, no sites, no fused lines and no AMP wrappers, and
+    its flow is empty without walking its tree (most files of a large package say no `cuda`)."""
+    return (any(mentions(text, word) for word in SOURCE_WORDS) or _PIECE.search(text) is not None
+            or _ESCAPE.search(text) is not None)
+
+
+def device_flow(tree: ast.Module, aliases: dict[str, str], lines: list[str], text: str | None = None) -> DeviceFlow:
+    """``text`` (the file's): an empty flow when it cannot find anything (may_flow)."""
+    if text is not None and not may_flow(text):
+        return DeviceFlow()
     analysis = _Flow(tree, aliases)
     analysis.run()
     analysis.record_sites(lines)

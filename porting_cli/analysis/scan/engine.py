@@ -15,6 +15,7 @@ import bisect
 import dataclasses
 import functools
 import re
+import unicodedata
 
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
@@ -167,9 +168,10 @@ def bound_names(tree: ast.Module) -> set[str]:
 def choose_device_name(tree: ast.Module, skip_lines: frozenset[int] = frozenset(), text: str | None = None) -> str:
     """A module-level name for the device that the file does not use (nor its derived names);
     names bound by neuron-check's own prelude (a file fixed before) are free to reuse. With
-    ``text`` (ASCII), a first name whose derived names are not even words of it is taken
-    without walking the tree."""
-    if text is not None and text.isascii() and not FIRST_CHOICE_WORDS.search(text):
+    ``text``, a first name whose derived names are not even words of it (of its names as the
+    parser folds them) is taken without walking the tree."""
+    if text is not None and not FIRST_CHOICE_WORDS.search(text if text.isascii() else unicodedata.normalize("NFKC", text)):
+        # names are NFKC-folded by the parser: the folded text holds every name the tree binds
         return DEFAULT_DEVICE_NAME
     names = bound_names(ast.Module(body=[s for s in tree.body if s.lineno not in skip_lines],
                                    type_ignores=[]))
@@ -220,7 +222,7 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     by_value = value_aliases(tree, aliases)  # precision_scope = autocast if ... else nullcontext
     aliases.update(by_value)
     skip = prelude_lines(tree, lines)
-    flow = device_flow(tree, aliases, lines)
+    flow = device_flow(tree, aliases, lines, body)
     found = set(candidate_lines(lines, aliases))
     found.update(line for (line, _), kinds in flow.sites.items() if kinds & {INDEX, STRING})
     found.update(flow.fused_lines | flow.amp_wrapper_calls)

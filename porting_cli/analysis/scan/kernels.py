@@ -142,7 +142,7 @@ class KernelsVisitor(ReferenceFamily):
 
     def _triton(self) -> TritonSites:
         if self._triton_sites is None:
-            self._triton_sites = TritonSites(self.ctx.tree, self.ctx.aliases)
+            self._triton_sites = TritonSites(self.ctx.tree, self.ctx.aliases, self.ctx.source.text)
         return self._triton_sites
 
     def visit_Call(self, node: ast.Call) -> None:

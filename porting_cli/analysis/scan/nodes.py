@@ -101,14 +101,14 @@ def literal_end(text: str, start: int = 0) -> int:
         return -1
     quote = m.group(1)
     i = m.end()
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text.startswith(quote, i):
-            return i + len(quote)
-        else:
-            i += 1
-    return -1
+    while True:  # the first quote with no backslash before it (str.find, not a loop over characters)
+        close = text.find(quote, i)
+        if close < 0:
+            return -1
+        escape = text.find("\\", i, close)
+        if escape < 0:
+            return close + len(quote)
+        i = escape + 2  # the escaped character cannot close the literal
 
 
 def is_plain_literal(text: str) -> bool:

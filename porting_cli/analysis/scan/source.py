@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import unicodedata
 from pathlib import Path
 
 from .findings import ScanError
@@ -18,6 +19,15 @@ LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 def split_lines(text: str) -> list[str]:
     """Lines as Python numbers them (only \\n, \\r\\n and \\r end a line)."""
     return LINE_RE.findall(text)
+
+
+def mentions(text: str, word: str) -> bool:
+    """``word`` is in ``text`` as written or as the parser reads its names: Python folds every
+    identifier to NFKC (a name spelled in full-width letters is the ASCII one), so a pre-filter that
+    asks whether a name can occur in a file looks at both spellings."""
+    if word in text:
+        return True
+    return not text.isascii() and word in unicodedata.normalize("NFKC", text)
 
 
 def read_source(path: str | Path) -> str:

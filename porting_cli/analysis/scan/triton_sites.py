@@ -14,17 +14,30 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import qualname
+from .nodes import iter_statements, qualname
+from .source import mentions
 
 JIT = frozenset({"triton.jit", "triton.autotune", "triton.heuristics", "torch.library.triton_op"})
 WRAPPERS = frozenset({"torch.library.wrap_triton", "torch._higher_order_ops.triton_kernel_wrap.wrap_triton"})
 
 
 class TritonSites:
-    def __init__(self, tree: ast.Module, aliases: dict[str, str]):
+    def __init__(self, tree: ast.Module, aliases: dict[str, str], text: str):
+        self.tree = tree
         self.bodies: list[tuple[int, int]] = []  # (def line, last line) of each kernel
+        self.launchable: set[str] = set()
+        self.aliases = aliases
+        self._import_names: set[str] | None = None
+        # Every name in JIT and WRAPPERS says triton, and a qualified name is spelled from the
+        # file's own names: a file that never says it defines, builds and wraps no kernel (the
+        # walk below is most of the cost of a file that subscripts a call, `ACT2FN[name](x)`).
+        if mentions(text, "triton"):
+            self._find_kernels(tree, aliases)
+
+    def _find_kernels(self, tree: ast.Module, aliases: dict[str, str]) -> None:
         kernels: set[str] = set()
         functions: dict[str, ast.AST] = {}
+        assigns: list[ast.Assign] = []
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions[node.name] = node
@@ -34,17 +47,23 @@ class TritonSites:
                         kernels.add(node.name)
                         self.bodies.append((node.lineno, node.end_lineno or node.lineno))
                         break
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                assigns.append(node)
         factories = {name for name, fn in functions.items() if name not in kernels and _makes_kernel(fn, kernels, aliases)}
         self.launchable = set(kernels)
-        self.aliases = aliases
-        # Every name an import binds, relative imports (`from .ops import kernel`) included.
-        self.imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
-                         if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                callee = qualname(node.value.func, aliases) or ""
-                if callee == "triton.JITFunction" or callee.split(".")[-1] in factories:
-                    self.launchable.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        for node in assigns:
+            callee = qualname(node.value.func, aliases) or ""
+            if callee == "triton.JITFunction" or callee.split(".")[-1] in factories:
+                self.launchable.update(t.id for t in node.targets if isinstance(t, ast.Name))
+
+    @property
+    def imported(self) -> set[str]:
+        """Every name an import binds, relative imports (`from .ops import kernel`) included
+        (imports are statements: the statement lists hold them all)."""
+        if self._import_names is None:
+            self._import_names = {(a.asname or a.name).split(".")[0] for n in iter_statements(self.tree.body)
+                              if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        return self._import_names
 
     def in_kernel(self, line: int) -> bool:
         return any(first <= line <= last for first, last in self.bodies)
