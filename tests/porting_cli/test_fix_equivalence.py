@@ -32,6 +32,17 @@ NOT_RUNNABLE = {
 }
 
 
+@pytest.fixture(autouse=True)
+def older_torch_rules(monkeypatch):
+    """The fixes are those of torch 2.4's rules: there a bare integer device is CUDA device N and
+    its fix (NC104, NC106) must be proved like every other; on the installed torch (>= 2.5) an
+    integer device is the current accelerator's, left as written (NC111, no fix), and
+    test_scan_torch_semantics.py covers that."""
+    from porting_cli.analysis.scan import torch_semantics
+
+    monkeypatch.setattr(torch_semantics, "installed", lambda: torch_semantics.TorchSemantics((2, 4)))
+
+
 def fixed_copy(name: str, tmp_path: Path) -> tuple[Path, Path, set[str]]:
     original = FIXTURES / name
     result = fix_source(original.read_text(), str(original))

@@ -53,14 +53,15 @@ RULES: tuple[Rule, ...] = (
        "(the fix compares with `DEVICE_TYPE`: the accelerator's type, \"cuda\" where there is none)",
        True),
     _R("NC104", "device", "integer-device", "error", "none",
-       "a bare integer device means CUDA device N; use "
+       "a bare integer device means CUDA device N on torch before 2.5 (as on the installed torch); use "
        "`torch.device(device.type, N)` with the current accelerator", True),
     _R("NC105", "device", "cuda-tensor-type", "error", "low",
        "legacy `torch.cuda.*Tensor` type; create tensors with `torch.tensor(..., dtype=..., "
        "device=device)` on the current accelerator"),
     _R("NC106", "device", "device-index-expression", "error", "none",
        "an integer device index (from LOCAL_RANK/RANK, `mp.spawn`, `torch.cuda.current_device()` or "
-       "a --gpu/--local_rank option) means CUDA device N; use `torch.device(DEVICE.type, index)`", True),
+       "a --gpu/--local_rank option) means CUDA device N on torch before 2.5 (as on the installed torch; "
+       "`torch.cuda.current_device()` is a CUDA index on any torch); use `torch.device(DEVICE.type, index)`", True),
     _R("NC107", "device", "built-cuda-device-string", "error", "none",
        "device string built from \"cuda\"; build it from the current accelerator's type "
        "(`f\"{DEVICE.type}:{index}\"`)", True),
@@ -70,6 +71,11 @@ RULES: tuple[Rule, ...] = (
     _R("NC110", "device", "cuda-device-text", "warning", "low",
        "a device handled as text with \"cuda\" in it (`str(device).replace(\"cuda:\", \"\")`, "
        "`.startswith(\"cuda\")`); use `torch.device(x).type` / `.index`, which hold for any accelerator"),
+    _R("NC111", "device", "integer-device-accelerator", "info", "none",
+       "a bare integer device (a literal, or an index from LOCAL_RANK/RANK, `mp.spawn` or a --gpu/"
+       "--local_rank option) is device N of the current accelerator from torch 2.5 on "
+       "(pytorch/pytorch#129119), as on the installed torch: no change needed (like a CUDA device, it "
+       "raises where there is no accelerator at all)"),
     _R("NC109", "device", "cuda-only-fused-optimizer", "info", "low",
        "the fused optimizer is chosen only on CUDA; keep `fused=True` on the backend only if it has "
        "the fused kernel (`aten._fused_adamw_`), else the default (foreach) implementation runs"),
