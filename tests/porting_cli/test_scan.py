@@ -39,7 +39,8 @@ def by_line(findings) -> dict[int, list[str]]:
 
 #: fixtures whose `# expect:` comments name every finding of every line
 EXPECT_FIXTURES = [*(FIXTURES / name for name in ("cuda_all.py", "idioms_device_index.py", "idioms_device_strings.py",
-                                                  "idioms_cuda_api.py", "idioms_amp_libs.py")), IDIOMS_EXAMPLE]
+                                                  "idioms_cuda_api.py", "idioms_amp_libs.py", "idioms_frameworks.py")),
+                   IDIOMS_EXAMPLE]
 
 
 @pytest.mark.parametrize("path", EXPECT_FIXTURES, ids=lambda p: p.name)

@@ -28,6 +28,7 @@ from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
 from .findings import Finding
+from .frameworks import FrameworksVisitor
 from .net import NET_WORDS, Spot, net_tokens
 from .aliases import value_aliases
 from .nodes import SourceText, iter_blocks, iter_statements
@@ -38,7 +39,7 @@ from .traverse import Traversal
 
 FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor, BackendFlagsVisitor,
             DistributedVisitor, StreamsVisitor, KernelsVisitor, Float64Visitor, HuggingFaceVisitor,
-            EnvironmentVisitor)
+            EnvironmentVisitor, FrameworksVisitor)
 CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)
 
 def _lowered(pattern: str) -> str:

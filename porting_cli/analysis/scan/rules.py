@@ -229,6 +229,22 @@ RULES: tuple[Rule, ...] = (
        "a training option that assumes CUDA (`fp16` mixed precision with a CUDA grad scaler, `tf32`, "
        "a bitsandbytes/apex/fused `optim`, `half_precision_backend`); use `bf16` / the default "
        "`adamw_torch` optimizer, or check that the backend supports it"),
+    # -- training frameworks (Lightning, DeepSpeed configs) ---------------------
+    _R("NC921", "frameworks", "lightning-cuda-accelerator", "error", "none",
+       "Lightning's `accelerator=\"gpu\"` / `\"cuda\"` means CUDA (or MPS) and stops the run on any other "
+       "backend; use `accelerator=\"auto\"` (or the backend's registered accelerator)", True),
+    _R("NC922", "frameworks", "lightning-gpus-argument", "error", "low",
+       "`gpus=` was removed in Lightning 2.0 (the Trainer rejects it) and meant CUDA devices; use "
+       "`accelerator=\"auto\", devices=N`"),
+    _R("NC923", "frameworks", "lightning-device-indices", "info", "low",
+       "Lightning `devices=` as a list of indices: indices of the chosen accelerator's devices (CUDA "
+       "ones with `accelerator=\"gpu\"`); check the backend has them, or give a count / `\"auto\"`"),
+    _R("NC925", "frameworks", "lightning-mixed-precision", "info", "low",
+       "Lightning mixed / half precision (`\"16-mixed\"`, `\"bf16-mixed\"`, `16`): autocast on the accelerator "
+       "in that dtype; check the backend supports it (bf16 where float16 is not)"),
+    _R("NC926", "frameworks", "deepspeed-cuda-config", "info", "low",
+       "a DeepSpeed config entry that assumes what CUDA offers (a float16 loss scaler, a collectives "
+       "dtype); check that the backend's DeepSpeed accelerator supports it"),
     # -- environment -----------------------------------------------------------
     _R("NC911", "environment", "cuda-visible-devices", "warning", "low",
        "`CUDA_VISIBLE_DEVICES` is read by CUDA only; use the backend's variable "
