@@ -81,6 +81,12 @@ def test_a_config_given_to_deepspeed_initialize_is_read_without_deepspeed_keys()
     assert rules(source) == ["NC926"]
 
 
+def test_a_config_passed_by_name_is_followed_to_its_dict():
+    source = ('import deepspeed\nsettings = {"fp16": {"enabled": True}}\n'
+              'e, *_ = deepspeed.initialize(model=m, config=settings)\n')
+    assert [(f.line, f.rule_id) for f in scan_source(source).findings] == [(2, "NC926")]
+
+
 @pytest.mark.parametrize("source", [
     'config = {"train_batch_size": 8, "fp16": {"enabled": False}, "bf16": {"enabled": True}}\n',
     'settings = {"fp16": {"enabled": True}}\n',  # not a DeepSpeed config: no DeepSpeed key, not given to it

@@ -19,9 +19,9 @@ from their arguments, so a script ported call by call still stops there:
 DeepSpeed configuration a script writes as a dict (NC926, information): `"fp16": {"enabled": True}`
 (a loss scaler for half precision), `"communication_data_type"` (the collectives' dtype), read in a
 dict that is a DeepSpeed config: one given as `config=` / `config_params=` to
-`deepspeed.initialize`, or one with DeepSpeed's own top-level keys. (The `"pin_memory": True` of a
-ZeRO offload is NC214's, as every pinned-memory request is.) A config built elsewhere and passed
-by name is not followed yet.
+`deepspeed.initialize`, or one with DeepSpeed's own top-level keys; a name given as the config is
+followed to the dict literals assigned to it in the file (`ds_config = {...}`). (The
+`"pin_memory": True` of a ZeRO offload is NC214's, as every pinned-memory request is.)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import ast
 import re
 
 from .base import ReferenceFamily
-from .nodes import int_value, is_name
+from .nodes import int_value, is_name, iter_statements
 
 #: Trainer / Fabric of every package Lightning has shipped under
 LIGHTNING_ENTRY = re.compile(r"^(?:lightning|pytorch_lightning|lightning_fabric)(?:\.\w+)*\.(?:Trainer|Fabric)$")
@@ -45,7 +45,7 @@ DEEPSPEED_INITIALIZE = re.compile(r"^deepspeed\.initialize$")
 class FrameworksVisitor(ReferenceFamily):
     family = "frameworks"
     triggers = (r"accelerator\s*=", r"gpus\s*=", r"devices\s*=", r"precision\s*=",
-                r"[\"']fp16[\"']", r"communication_data_type", r"zero_optimization")
+                r"[\"']fp16[\"']", r"communication_data_type", r"zero_optimization", r"initialize\(")
 
     def visit_Call(self, node: ast.Call) -> None:
         callee = self.ctx.qualname(node.func) or ""
@@ -54,8 +54,19 @@ class FrameworksVisitor(ReferenceFamily):
                 self._lightning_option(arg, callee.rpartition(".")[2])
         elif DEEPSPEED_INITIALIZE.match(callee):
             for arg in node.keywords:
-                if arg.arg in ("config", "config_params") and isinstance(arg.value, ast.Dict):
-                    self._deepspeed_config(arg.value)
+                if arg.arg in ("config", "config_params"):
+                    for config in self._dicts_of(arg.value):
+                        self._deepspeed_config(config)
+
+    def _dicts_of(self, value: ast.AST):
+        """The dict literals ``value`` is: itself, or those assigned to the name it is."""
+        if isinstance(value, ast.Dict):
+            yield value
+        elif isinstance(value, ast.Name):
+            for stmt in iter_statements(self.ctx.tree.body):
+                if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Dict) and any(
+                        isinstance(t, ast.Name) and t.id == value.id for t in stmt.targets):
+                    yield stmt.value
 
     def visit_Dict(self, node: ast.Dict) -> None:
         keys = {self.ctx.string_value(k) for k in node.keys if k is not None}
