@@ -13,7 +13,8 @@ For each labelled script in `.scripts/` (see fetch.py) it runs
     python benchmarks/porting_corpus/score.py --half dev
     python benchmarks/porting_corpus/score.py --half fresh              # batch 4, labelled after both halves were scored
     python benchmarks/porting_corpus/score.py --half dev --details     # every miss and false alarm
-    python benchmarks/porting_corpus/score.py --half dev --fix-check   # --fix output parses, no fixable left
+    python benchmarks/porting_corpus/score.py --half dev --fix-check   # --fix output parses, no fixable left,
+                                                                       # and uses no name before it is bound
     python benchmarks/porting_corpus/score.py --checkout /path/to/worktree-of-a-branch
 
 Exit status 0 when every present script was scored, 1 when the tool failed on one.
@@ -48,6 +49,7 @@ class ScriptScore:
     prose_alarms: list[int] = dataclasses.field(default_factory=list)
     rules_at: dict[int, list[str]] = dataclasses.field(default_factory=dict)
     fix_problem: str | None = None
+    name_problem: str | None = None  # the fixed file uses a name unbound (porting_cli.analysis.scan.names)
 
     @property
     def verdict_ok(self) -> bool:
@@ -92,20 +94,36 @@ def score_script(tool: Tool, entry: dict, script: Path) -> ScriptScore:
     return result
 
 
-def fix_check(tool: Tool, script: Path) -> str | None:
-    """Apply --fix to a copy: the result must parse under Python 3.10 and leave no fixable finding."""
+def fix_check(tool: Tool, script: Path) -> tuple[str | None, str | None]:
+    """Apply --fix to a copy: the result must parse under Python 3.10 and leave no fixable finding
+    (the first problem), and use no name before it is bound (the second: the name check of
+    porting_cli/analysis/scan/bound.py, names unbound in the fixed file and not in the original)."""
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / script.name
         shutil.copyfile(script, copy)
         done = tool.run(copy, "--fix", timeout=300)
         if done.returncode not in (0, 1):
-            return f"--fix exit {done.returncode}: {(done.stderr or done.stdout).strip()[-200:]}"
+            return f"--fix exit {done.returncode}: {(done.stderr or done.stdout).strip()[-200:]}", None
+        fixed = copy.read_text(encoding="utf-8")
         try:
-            ast.parse(copy.read_text(encoding="utf-8"), feature_version=(3, 10))
+            ast.parse(fixed, feature_version=(3, 10))
         except SyntaxError as error:
-            return f"fixed file does not parse (3.10): line {error.lineno}: {error.msg}"
+            return f"fixed file does not parse (3.10): line {error.lineno}: {error.msg}", None
+        names = name_problem(tool, script.read_text(encoding="utf-8"), fixed)
         left = [f for f in scan(tool, copy)["findings"] if f["fixable"]]
-        return f"{len(left)} fixable finding(s) left after --fix" if left else None
+        return (f"{len(left)} fixable finding(s) left after --fix" if left else None), names
+
+
+def name_problem(tool: Tool, original: str, fixed: str) -> str | None:
+    """The first name the fixed file uses unbound that the original did not, as the checkout's
+    own name check sees it (this repository's when no --checkout is given)."""
+    root = tool.checkout or Path(__file__).resolve().parents[2]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from porting_cli.analysis.scan.names import new_unbound
+
+    found = new_unbound(ast.parse(original), ast.parse(fixed))
+    return f"`{found[0][0]}` unbound at line {found[0][1]} of the fixed file" if found else None
 
 
 def pct(part: int, whole: int) -> str:
@@ -124,6 +142,7 @@ def print_table(scores: list[ScriptScore], show_fix: bool) -> None:
             continue
         mark = "" if s.verdict_ok else "  WRONG"
         fix = f"  fix: {s.fix_problem}" if show_fix and s.fix_problem else ""
+        fix += f"  names: {s.name_problem}" if show_fix and s.name_problem else ""
         total = len(s.hit) + len(s.missed)
         print(f"{e['half']:4} {e['id'][:58]:58} {total:5} {len(s.hit):4} {pct(len(s.hit), total):>6} "
               f"{s.at_token:4} {len(s.false_alarms):3} {len(s.prose_alarms):5}  {s.verdict} ({label}){mark}{fix}")
@@ -150,6 +169,9 @@ def print_summary(scores: list[ScriptScore], show_fix: bool) -> None:
             bad = [s for s in part if s.fix_problem]
             print(f"{half}: --fix output parses (3.10) and leaves no fixable finding in "
                   f"{len(part) - len(bad)}/{len(part)} scripts")
+            unbound = [s for s in part if s.name_problem]
+            print(f"{half}: fixed files failing the name check (a name used before it is bound): "
+                  f"{len(unbound)}/{len(part)}")
     errors = [s for s in scores if s.error]
     if errors:
         print(f"tool failed on {len(errors)} script(s)")
@@ -197,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         score = score_script(tool, entry, path)
         if args.fix_check and not score.error:
-            score.fix_problem = fix_check(tool, path)
+            score.fix_problem, score.name_problem = fix_check(tool, path)
         scores.append(score)
     print_table(scores, args.fix_check)
     print_summary(scores, args.fix_check)

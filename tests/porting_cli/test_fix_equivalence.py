@@ -29,7 +29,20 @@ NOT_RUNNABLE = {
     "NC501": "NCCL process group: needs a distributed launch (covered by the DDP example tests)",
     "NC601": "torch.cuda.Stream(): a stream cannot be created without the device",
     "NC901": "device_map of from_pretrained: needs a model download",
+    "NC921": "Lightning's accelerator= option: Lightning is not installed here (test_scan_frameworks.py "
+             "checks the rewrite to accelerator=\"auto\")",
 }
+
+
+@pytest.fixture(autouse=True)
+def older_torch_rules(monkeypatch):
+    """The fixes are those of torch 2.4's rules: there a bare integer device is CUDA device N and
+    its fix (NC104, NC106) must be proved like every other; on the installed torch (>= 2.5) an
+    integer device is the current accelerator's, left as written (NC111, no fix), and
+    test_scan_torch_semantics.py covers that."""
+    from porting_cli.analysis.scan import torch_semantics
+
+    monkeypatch.setattr(torch_semantics, "installed", lambda: torch_semantics.TorchSemantics((2, 4)))
 
 
 def fixed_copy(name: str, tmp_path: Path) -> tuple[Path, Path, set[str]]:

@@ -88,3 +88,20 @@ def test_score_reports_a_tool_that_ends_without_a_report(corpus, score, tmp_path
     entry = {"id": "s", "half": "dev", "blocked": False, "cuda": [], "prose": [], "either": []}
     result = score.score_script(corpus.Tool(command=(sys.executable, str(crashing))), entry, script)
     assert result.error and "exit 3" in result.error and "internal error" in result.error
+
+
+@pytest.mark.parametrize("fixed, problem", [
+    # the prelude above the late `import torch`: DEVICE's line uses torch unbound
+    ("import os\nDEVICE = torch.accelerator.current_accelerator()\nos.environ['X'] = '1'\nimport torch\n"
+     "x = torch.ones(1).to(DEVICE)\n", "`torch` unbound at line 2 of the fixed file"),
+    ("import os\nos.environ['X'] = '1'\nimport torch\nDEVICE = torch.accelerator.current_accelerator()\n"
+     "x = torch.ones(1).to(DEVICE)\n", None),
+])
+def test_the_fix_check_counts_a_fixed_file_that_uses_a_name_before_it_is_bound(score, corpus, fixed, problem):
+    original = "import os\nos.environ['X'] = '1'\nimport torch\nx = torch.ones(1).cuda()\n"
+    assert score.name_problem(corpus.Tool(), original, fixed) == problem
+
+
+def test_a_name_the_original_already_used_unbound_is_not_the_fixs(score, corpus):
+    original = "x = undefined_helper()\n"
+    assert score.name_problem(corpus.Tool(), original, "import torch\nx = undefined_helper()\n") is None

@@ -20,6 +20,8 @@ from .dataflow import DeviceFlow, dotted
 from .findings import Finding
 from .nodes import SourceText, Strings, iter_blocks, qualname
 from .rules import RULES_BY_ID, prelude_names  # noqa: F401 (re-exported)
+from . import torch_semantics
+from .torch_semantics import TorchSemantics
 
 # An edit gets the file's porting_cli.analysis.scan.apply.View and returns the node's new text. It is
 # not spelled as a Protocol over View: apply.py imports this module, and this one must not
@@ -34,8 +36,10 @@ class Context:
     """Per-file state shared by the families of one scan."""
 
     def __init__(self, path: str, source: SourceText, tree: ast.Module, aliases: dict[str, str],
-                 device_name: str, flow: DeviceFlow | None = None, skip_lines: frozenset[int] = frozenset()):
+                 device_name: str, flow: DeviceFlow | None = None, skip_lines: frozenset[int] = frozenset(),
+                 torch: TorchSemantics | None = None):
         self.path = path
+        self.torch = torch or torch_semantics.installed()  # the PyTorch whose semantics the rules state
         self.source = source
         self.lines = source.lines
         self.tree = tree

@@ -142,12 +142,22 @@ class DevicePlacementVisitor(ReferenceFamily):
                 index = guarded("torch.accelerator.current_device_index()", "0")
                 self.report(node, "NC106", edit=lambda _: self.ctx.indexed_device(index), edit_node=within)
                 return
+            if self.ctx.torch.integer_device_is_accelerator:
+                self._accelerator_index(node, f"`{self.ctx.source.text[slice(*self.ctx.source.span(node))]}`")
+                return
             self.report(node, "NC106", edit=lambda view: self.ctx.indexed_device(view.text(node)), edit_node=within)
 
     def _integer(self, node: ast.AST, within: ast.Call | None = None) -> None:
         n = int_value(node)
         if n is not None and id(node) not in self.ctx.handled:
+            if self.ctx.torch.integer_device_is_accelerator:
+                self._accelerator_index(node, f"`{n}`")
+                return
             self.report(node, "NC104", edit=lambda _: self.ctx.indexed_device(str(n)), edit_node=within)
+
+    def _accelerator_index(self, node: ast.AST, what: str) -> None:
+        """On a torch where an integer device is the current accelerator's: information, no fix."""
+        self.report(node, "NC111", detail=f"{what} on the installed {self.ctx.torch.describe()}")
 
     # -- visits ----------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
@@ -186,8 +196,11 @@ class DevicePlacementVisitor(ReferenceFamily):
                     for value in arg.value.values:  # the saved locations (keys) stay as they are
                         self._strings(value, self._as_value)
                 if name == "device":
-                    self._integer(arg.value)
-                    self._flowed_index(arg.value)
+                    # `torch.device(device=0)`: the edit replaces the whole call, never a device
+                    # in a device (`torch.device(device=torch.device(DEVICE.type, 0))`)
+                    whole = node if qn == "torch.device" and len(node.keywords) == 1 and not args else None
+                    self._integer(arg.value, within=whole)
+                    self._flowed_index(arg.value, within=whole)
             elif name == "fused" and arg.lineno in self.ctx.flow.fused_lines:
                 self.report(arg, "NC109")
             elif name in TYPE_KEYWORDS:

@@ -29,16 +29,18 @@ from .env import EnvironmentVisitor
 from .hf import HuggingFaceVisitor
 from .kernels import KernelsVisitor
 from .findings import Finding
+from .frameworks import FrameworksVisitor
 from .net import NET_WORDS, Spot, net_tokens
 from .aliases import value_aliases
 from .nodes import SourceText, iter_blocks, iter_statements
 from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
+from .torch_semantics import TorchSemantics
 from .traverse import Traversal
 
 FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor, BackendFlagsVisitor,
             DistributedVisitor, StreamsVisitor, KernelsVisitor, Float64Visitor, HuggingFaceVisitor,
-            EnvironmentVisitor)
+            EnvironmentVisitor, FrameworksVisitor)
 CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)
 
 def _lowered(pattern: str) -> str:
@@ -212,9 +214,10 @@ class Analysis:
 
 
 def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
-            device_name: str | None = None) -> Analysis:
+            device_name: str | None = None, torch: TorchSemantics | None = None) -> Analysis:
     """Parse ``text`` and run every rule family; ``device_name`` (default: a free name) is
-    what the fixes call the device."""
+    what the fixes call the device; ``torch`` (default: the installed one) is the PyTorch whose
+    semantics the rules state."""
     tree = parse_python(text, path)
     body = text.removeprefix("\ufeff")
     lines = split_lines(body)
@@ -230,7 +233,7 @@ def analyze(text: str, path: str = "<string>", *, reduce: bool = True,
     if not candidates:
         return Analysis(text, None, [], len(lines), tree)
     ctx = Context(path, SourceText(body, lines), tree, aliases, device_name or choose_device_name(tree, skip, body),
-                  flow, skip)
+                  flow, skip, torch)
     ctx.value_aliases = frozenset(by_value)
     families = [family(ctx) for family in FAMILIES]
     Traversal(ctx, families, candidates if reduce else None).run(tree)

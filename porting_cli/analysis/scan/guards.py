@@ -4,7 +4,9 @@ An import of a CUDA-only library behind such a guard is an optional integration,
 dependency of the port: ``if is_bnb_available(): import bitsandbytes``, ``if
 importlib.util.find_spec("flash_attn") is not None: ...``, ``if HAS_APEX:`` where ``HAS_APEX``
 was set by one of those or in a ``try: import ... except ImportError`` block, and the rest of a
-block after ``if not is_x_available(): raise ...``. (``try/except ImportError`` around the
+block after ``if not is_x_available(): raise ...``. The description follows the branches as
+written: ``if xformers_available: ... else: raise ...`` guards nothing (the run stops without the
+package, so it is required). (``try/except ImportError`` around the
 import itself is handled by the kernels family as it walks.)
 """
 
@@ -108,7 +110,9 @@ class Guards:
     def _blocks(self, body: list[ast.stmt]) -> None:
         for i, stmt in enumerate(body):
             if isinstance(stmt, ast.If):
-                if self.is_guard(stmt.test):
+                if self.is_guard(stmt.test) and not self._negated(stmt.test) and _raises(stmt.orelse):
+                    pass  # `if x_available: ... else: raise`: the package is required, not optional
+                elif self.is_guard(stmt.test):
                     self.ranges.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.lineno))
                 elif self._negated(stmt.test) and _exits(stmt.body) and i + 1 < len(body):
                     rest = body[i + 1:]
@@ -141,6 +145,19 @@ def _names(targets: list[ast.expr]) -> set[str]:
         elif isinstance(target, ast.Attribute):
             out.add(target.attr)
     return out
+
+
+def _raises(body: list[ast.stmt]) -> bool:
+    """The branch ends the run: it raises (or calls ``sys.exit``/``exit``)."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Raise):
+        return True
+    if isinstance(last, ast.If):  # `else: if ...: raise` written as `elif`: every branch must raise
+        return _raises(last.body) and _raises(last.orelse)
+    return (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+            and qualname(last.value.func, {}) in ("sys.exit", "exit", "quit"))
 
 
 def _exits(body: list[ast.stmt]) -> bool:

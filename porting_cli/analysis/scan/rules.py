@@ -53,14 +53,15 @@ RULES: tuple[Rule, ...] = (
        "(the fix compares with `DEVICE_TYPE`: the accelerator's type, \"cuda\" where there is none)",
        True),
     _R("NC104", "device", "integer-device", "error", "none",
-       "a bare integer device means CUDA device N; use "
+       "a bare integer device means CUDA device N on torch before 2.5 (as on the installed torch); use "
        "`torch.device(device.type, N)` with the current accelerator", True),
     _R("NC105", "device", "cuda-tensor-type", "error", "low",
        "legacy `torch.cuda.*Tensor` type; create tensors with `torch.tensor(..., dtype=..., "
        "device=device)` on the current accelerator"),
     _R("NC106", "device", "device-index-expression", "error", "none",
        "an integer device index (from LOCAL_RANK/RANK, `mp.spawn`, `torch.cuda.current_device()` or "
-       "a --gpu/--local_rank option) means CUDA device N; use `torch.device(DEVICE.type, index)`", True),
+       "a --gpu/--local_rank option) means CUDA device N on torch before 2.5 (as on the installed torch; "
+       "`torch.cuda.current_device()` is a CUDA index on any torch); use `torch.device(DEVICE.type, index)`", True),
     _R("NC107", "device", "built-cuda-device-string", "error", "none",
        "device string built from \"cuda\"; build it from the current accelerator's type "
        "(`f\"{DEVICE.type}:{index}\"`)", True),
@@ -70,6 +71,11 @@ RULES: tuple[Rule, ...] = (
     _R("NC110", "device", "cuda-device-text", "warning", "low",
        "a device handled as text with \"cuda\" in it (`str(device).replace(\"cuda:\", \"\")`, "
        "`.startswith(\"cuda\")`); use `torch.device(x).type` / `.index`, which hold for any accelerator"),
+    _R("NC111", "device", "integer-device-accelerator", "info", "none",
+       "a bare integer device (a literal, or an index from LOCAL_RANK/RANK, `mp.spawn` or a --gpu/"
+       "--local_rank option) is device N of the current accelerator from torch 2.5 on "
+       "(pytorch/pytorch#129119), as on the installed torch: no change needed (like a CUDA device, it "
+       "raises where there is no accelerator at all)"),
     _R("NC109", "device", "cuda-only-fused-optimizer", "info", "low",
        "the fused optimizer is chosen only on CUDA; keep `fused=True` on the backend only if it has "
        "the fused kernel (`aten._fused_adamw_`), else the default (foreach) implementation runs"),
@@ -223,6 +229,22 @@ RULES: tuple[Rule, ...] = (
        "a training option that assumes CUDA (`fp16` mixed precision with a CUDA grad scaler, `tf32`, "
        "a bitsandbytes/apex/fused `optim`, `half_precision_backend`); use `bf16` / the default "
        "`adamw_torch` optimizer, or check that the backend supports it"),
+    # -- training frameworks (Lightning, DeepSpeed configs) ---------------------
+    _R("NC921", "frameworks", "lightning-cuda-accelerator", "error", "none",
+       "Lightning's `accelerator=\"gpu\"` / `\"cuda\"` means CUDA (or MPS) and stops the run on any other "
+       "backend; use `accelerator=\"auto\"` (or the backend's registered accelerator)", True),
+    _R("NC922", "frameworks", "lightning-gpus-argument", "error", "low",
+       "`gpus=` was removed in Lightning 2.0 (the Trainer rejects it) and meant CUDA devices; use "
+       "`accelerator=\"auto\", devices=N`"),
+    _R("NC923", "frameworks", "lightning-device-indices", "info", "low",
+       "Lightning `devices=` as a list of indices: indices of the chosen accelerator's devices (CUDA "
+       "ones with `accelerator=\"gpu\"`); check the backend has them, or give a count / `\"auto\"`"),
+    _R("NC925", "frameworks", "lightning-mixed-precision", "info", "low",
+       "Lightning mixed / half precision (`\"16-mixed\"`, `\"bf16-mixed\"`, `16`): autocast on the accelerator "
+       "in that dtype; check the backend supports it (bf16 where float16 is not)"),
+    _R("NC926", "frameworks", "deepspeed-cuda-config", "info", "low",
+       "a DeepSpeed config entry that assumes what CUDA offers (a float16 loss scaler, a collectives "
+       "dtype); check that the backend's DeepSpeed accelerator supports it"),
     # -- environment -----------------------------------------------------------
     _R("NC911", "environment", "cuda-visible-devices", "warning", "low",
        "`CUDA_VISIBLE_DEVICES` is read by CUDA only; use the backend's variable "
