@@ -17,7 +17,7 @@ import dataclasses
 import re
 
 from .engine import Analysis
-from .names import new_unbound
+from .names import new_unbound, unbound_counts
 from .rules import prelude_names
 
 
@@ -34,6 +34,7 @@ def drop_unbound_fixes(analysis: Analysis) -> None:
     prelude = set(prelude_names(ctx.device_name).values())
     why: dict[int, str] = {}
     force_torch = False
+    before = None  # the original's unbound names, counted once for every round
     for _ in range(len(ctx.edits) + 2):
         if not ctx.edits:
             break
@@ -48,7 +49,8 @@ def drop_unbound_fixes(analysis: Analysis) -> None:
             fixed_tree = ast.parse(composed.text)
         except (SyntaxError, ValueError):  # the syntax check's concern (porting_cli.analysis.scan.checked)
             break
-        problems = new_unbound(analysis.tree, fixed_tree)
+        before = unbound_counts(analysis.tree) if before is None else before
+        problems = new_unbound(before, fixed_tree)
         if not problems:
             break
         if not force_torch and any(name == "torch" for name, _ in problems):

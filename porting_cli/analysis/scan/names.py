@@ -170,18 +170,40 @@ class _Walker:
         return self.unbound
 
 
+def _star_import(stmts: list[ast.stmt]) -> bool:
+    """Whether module-level code (its if/try/with/loop blocks included) has `from x import *`:
+    Python allows it nowhere else, so no function or class body is searched."""
+    stack = list(stmts)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+            return True
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, field, None) or [])
+        for part in getattr(stmt, "handlers", None) or getattr(stmt, "cases", None) or []:
+            stack.extend(part.body)
+    return False
+
+
 def unbound_names(tree: ast.Module) -> list[tuple[str, int]]:
     """(name, line) of each use of a name not bound where it runs."""
-    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
+    if _star_import(tree.body):
         return []  # a star import may bind anything
     return _Walker().run(tree)
 
 
-def new_unbound(original: ast.Module, fixed: ast.Module) -> list[tuple[str, int]]:
+def new_unbound(original: ast.Module | Counter, fixed: ast.Module) -> list[tuple[str, int]]:
     """The uses of names in ``fixed`` that the fix left unbound: names used unbound more often
-    there than in ``original``."""
-    before = Counter(name for name, _ in unbound_names(original))
+    there than in ``original`` (a tree, or its `unbound_counts` when it is asked again)."""
+    before = original if isinstance(original, Counter) else unbound_counts(original)
     after = unbound_names(fixed)
     counts = Counter(name for name, _ in after)
     worse = {name for name, count in counts.items() if count > before[name]}
     return [(name, line) for name, line in after if name in worse]
+
+
+def unbound_counts(tree: ast.Module) -> Counter:
+    """How often each name is used unbound in ``tree`` (new_unbound's baseline)."""
+    return Counter(name for name, _ in unbound_names(tree))
