@@ -112,10 +112,12 @@ class DeviceActor:
         import signal
         import warnings
 
+        from conformance.engine.import_noise import silence_known_noise
         from conformance.engine.worker import init_worker, prepare_suites
         from conformance.engine.lifeline import die_with_parent
 
         die_with_parent()  # the raylet that started us; a local one dies with the driver
+        silence_known_noise()
         try:  # Ctrl-C is the driver's to handle, as in the local pool
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         except ValueError:

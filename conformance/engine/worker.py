@@ -115,9 +115,11 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
     From the parent: ("batch", [(index, item), ...]) and ("stop",). A worker started with
     no `config` (prestarted) preloads `suites`, then waits for ("init", config, suites).
     """
+    from conformance.engine.import_noise import silence_known_noise
     from conformance.engine.lifeline import die_with_parent
 
     die_with_parent()  # a worker hung in an op must not outlive a killed parent
+    silence_known_noise()
     # Ctrl-C goes to the whole process group: the parent decides what stops, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # OpInfo samples warn a lot; results say what matters (fallback tracking records its own).

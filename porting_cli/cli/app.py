@@ -139,6 +139,11 @@ def main(ctx: click.Context, debug: bool) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    if debug:
+        os.environ["NEURON_CHECK_DEBUG"] = "1"  # workers show third-party noise too
+    from conformance.engine.import_noise import silence_known_noise
+
+    silence_known_noise()
 
 
 def console_main() -> None:
