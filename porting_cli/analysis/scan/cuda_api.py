@@ -37,6 +37,8 @@ API: dict[str, tuple[str, str, str | None]] = {
     # the accelerator's own generator, as on CUDA (torch.manual_seed would reseed the CPU too)
     "manual_seed": ("NC208", "torch.get_device_module({device}).manual_seed", "None"),
     "manual_seed_all": ("NC208", "torch.get_device_module({device}).manual_seed_all", "None"),
+    "seed": ("NC208", "torch.get_device_module({device}).seed", "None"),
+    "seed_all": ("NC208", "", None),  # device modules need not have seed_all (MPS has none)
     "get_device_name": ("NC209", "", None),
     "get_device_properties": ("NC209", "", None),
     "get_device_capability": ("NC209", "", None),
@@ -93,26 +95,35 @@ class CudaApiVisitor(ReferenceFamily):
         if name.startswith("memory."):  # torch.cuda.memory.memory_allocated and friends
             name = name[len("memory."):]
         entry = API.get(name)
+        ctx = self.ctx
+        without_cuda = ctx.torch.without_cuda(name)  # what the installed torch does with it off CUDA
         if entry is None:
             if qn.startswith(self.claimed):
                 return
+            said = f"`{qn}`" + (f"; {without_cuda}" if without_cuda else "")
             if name.startswith(MEMORY_PREFIXES) or qn.startswith("torch.cuda.memory."):
-                self.report(node, "NC215", detail=f"`{qn}`")
+                self.report(node, "NC215", detail=said)
             else:
-                self.report(node, "NC299", detail=f"`{qn}`")
+                self.report(node, "NC299", detail=said)
             return
         rule, replacement, default = entry
-        ctx = self.ctx
+        detail = without_cuda
+        if replacement.startswith("torch.accelerator.") and \
+                not ctx.torch.has_accelerator_api(replacement.rpartition(".")[2]):
+            # a fix must not call what the installed torch lacks
+            detail = (f"{without_cuda}; " if without_cuda else "") + \
+                f"not fixed automatically: the installed {ctx.torch.describe()} has no `{replacement}`"
+            replacement = ""
         if rule == "NC212":
             call = self.call_of(node)
             if call is None:
-                self.report(node, rule)
+                self.report(node, rule, detail)
             else:
-                self.report(node, rule, edit_node=call,
+                self.report(node, rule, detail, edit_node=call,
                             edit=lambda view: f"{ctx.helper_name('bf16')}({arguments_text(view, call)})")
             return
         if not replacement:
-            self.report(node, rule)
+            self.report(node, rule, detail)
             return
         call = self.call_of(node)
         if rule == "NC207" and call is not None:  # backends without a device allocator raise there
@@ -120,29 +131,29 @@ class CudaApiVisitor(ReferenceFamily):
                 head = ctx.helper("memory", f'"{name}"', default)  # device_memory("name", default)
                 args = arguments_text(view, call)
                 return f"{head[:-1]}, {args})" if args else head
-            self.report(node, rule, edit_node=call, edit=memory_edit)
+            self.report(node, rule, detail, edit_node=call, edit=memory_edit)
             return
         if call is None:  # a reference that is not called: only plain renames are safe
             if default is UNGUARDED:
-                self.report(node, rule, edit=lambda _: replacement)
+                self.report(node, rule, detail, edit=lambda _: replacement)
             else:
-                self.report(node, rule)
+                self.report(node, rule, detail)
             return
 
         def new_func(view) -> str:
             code = replacement.format(device=ctx.device()) if "{device}" in replacement else replacement
             return view_with_func(view, call, code)
         if default is UNGUARDED:
-            self.report(node, rule, edit=new_func, edit_node=call)
+            self.report(node, rule, detail, edit=new_func, edit_node=call)
             return
         if rule == "NC204":  # set_device("cuda:1") / set_device(torch.device(...)): an index for any backend
             new_func = self._set_device(call, new_func, replacement)
         line = ctx.sole_call_stmt.get(id(call))
         if line is not None:
-            self.report(node, rule, edit_node=line,
+            self.report(node, rule, detail, edit_node=line,
                         edit=lambda view: ctx.guarded_statement(line, new_func(view)))
         else:
-            self.report(node, rule, edit=lambda view: guarded(new_func(view), default), edit_node=call)
+            self.report(node, rule, detail, edit=lambda view: guarded(new_func(view), default), edit_node=call)
 
     def _set_device(self, call: ast.Call, rename, replacement: str):
         """The rewrite of `torch.cuda.set_device(x)`: an index stays, "cuda:N" becomes N, anything
