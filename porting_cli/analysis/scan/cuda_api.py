@@ -53,6 +53,7 @@ OTHER_API = (("torch.cuda.nvtx", "NC211"), ("torch.version.cuda", "NC213"),
 #: memory; where the setting reaches a loader (`DataLoader(pin_memory=args.pin_memory)`), that
 #: loader's keyword is the finding
 SETTINGS_METHODS = frozenset({"set_defaults", "add_argument"})
+SELF_EVIDENT = frozenset({"is_available", "device_count"})
 MEMORY_PREFIXES = ("memory_", "max_memory_", "reset_max_memory_", "caching_allocator_", "memory.")
 
 
@@ -96,7 +97,8 @@ class CudaApiVisitor(ReferenceFamily):
             name = name[len("memory."):]
         entry = API.get(name)
         ctx = self.ctx
-        without_cuda = ctx.torch.without_cuda(name)  # what the installed torch does with it off CUDA
+        # what the installed torch does with it off CUDA (the availability queries say it themselves)
+        without_cuda = None if name in SELF_EVIDENT else ctx.torch.without_cuda(name)
         if entry is None:
             if qn.startswith(self.claimed):
                 return

@@ -76,6 +76,10 @@ RULES: tuple[Rule, ...] = (
        "--local_rank option) is device N of the current accelerator from torch 2.5 on "
        "(pytorch/pytorch#129119), as on the installed torch: no change needed (like a CUDA device, it "
        "raises where there is no accelerator at all)"),
+    _R("NC112", "device", "default-cuda-tensor-type", "error", "none",
+       "`torch.set_default_tensor_type` is deprecated since torch 2.1 and a `torch.cuda.*Tensor` default "
+       "raises without CUDA; use `torch.set_default_dtype(dtype)` and `torch.set_default_device(device)` "
+       "with the current accelerator", True),
     _R("NC109", "device", "cuda-only-fused-optimizer", "info", "low",
        "the fused optimizer is chosen only on CUDA; keep `fused=True` on the backend only if it has "
        "the fused kernel (`aten._fused_adamw_`), else the default (foreach) implementation runs"),

@@ -79,9 +79,12 @@ class TorchSemantics:
         if fact is None:
             return None
         said = _SAYS.get(fact) or f"{fact} without CUDA"
+        return f"on {self.measured()}, `torch.cuda.{name}` {said}"
+
+    def measured(self) -> str:
+        """The torch the stated facts were measured on, as a finding names it."""
         where = f"torch {MEASURED_ON[0]}.{MEASURED_ON[1]}"
-        on = f"the installed {where}" if self.version == MEASURED_ON else f"{where} (measured there)"
-        return f"on {on}, `torch.cuda.{name}` {said}"
+        return f"the installed {where}" if self.version == MEASURED_ON else f"{where} (measured there)"
 
     @property
     def integer_device_is_accelerator(self) -> bool:
