@@ -14,6 +14,7 @@ from .base import ReferenceFamily, guarded
 from .calls import arguments_text, rebuilt_call
 from .dataflow import INDEX
 from .nodes import int_value, is_name, positional
+from .settings_flow import SettingsFlow
 
 UNGUARDED = None
 
@@ -64,25 +65,42 @@ class CudaApiVisitor(ReferenceFamily):
     #: torch.cuda names other families report (filled by the engine from their claims)
     claimed: tuple[str, ...] = ()
 
+    _settings: SettingsFlow | None = None
+
+    @property
+    def settings(self) -> SettingsFlow:
+        """Which dicts of settings reach a loader (read once per file, when a dict asks)."""
+        if self._settings is None:
+            self._settings = SettingsFlow(self.ctx.tree, self.ctx.qualname, self.ctx.string_value)
+        return self._settings
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "pin_memory" and not node.args and not node.keywords:
             self.report(node, "NC214", start=self.attr_start(func))
         if isinstance(func, ast.Attribute) and func.attr in SETTINGS_METHODS:
             return
-        for arg in node.keywords:
-            if arg.arg == "pin_memory" and not is_name(arg.value, "False"):
-                self.report(arg, "NC214")
+        pinned = [arg for arg in node.keywords if arg.arg == "pin_memory" and not is_name(arg.value, "False")]
+        if not pinned:
+            return
+        # settings a dict holds (`dict(pin_memory=True)`, `kw.update(pin_memory=True)`) pin only where they reach a loader
+        if self.ctx.qualname(func) == "dict" and not self.settings.reaches(node):
+            return
+        if isinstance(func, ast.Attribute) and func.attr == "update" and not self.settings.name_reaches(func.value):
+            return
+        for arg in pinned:
+            self.report(arg, "NC214")
 
     def visit_Dict(self, node: ast.Dict) -> None:  # DataLoader(**{"pin_memory": True})
         for key, value in zip(node.keys, node.values):
-            if key is not None and self.ctx.string_value(key) == "pin_memory" and not is_name(value, "False"):
+            if key is not None and self.ctx.string_value(key) == "pin_memory" and not is_name(value, "False") \
+                    and self.settings.reaches(node):
                 self.report(key, "NC214")
 
     def visit_Assign(self, node: ast.Assign) -> None:  # loader_kwargs["pin_memory"] = True
         for target in node.targets:
             if isinstance(target, ast.Subscript) and self.ctx.string_value(target.slice) == "pin_memory" \
-                    and not is_name(node.value, "False"):
+                    and not is_name(node.value, "False") and self.settings.name_reaches(target.value):
                 self.report(target, "NC214")
 
     def on_reference(self, node, qn: str) -> None:
