@@ -72,8 +72,18 @@ def test_the_fixed_default_makes_new_tensors_on_sim_in_the_dtype(sim_device):
     assert made.device.type == "sim" and made.dtype == torch.float32
 
 
+def test_the_legacy_constructor_ignores_the_default_device():
+    torch.set_default_device("meta")
+    try:
+        assert torch.Tensor(2).device.type == "cpu" and torch.ones(2).device.type == "meta"
+    finally:
+        torch.set_default_device(None)
+
+
 @pytest.mark.parametrize("source", [
     "import torch\ntorch.set_default_tensor_type(torch.cuda.LongTensor)\n",  # not a type it takes
+    # torch.Tensor(...) followed the CUDA default type; it would not follow a default device
+    "import torch\ntorch.set_default_tensor_type(torch.cuda.FloatTensor)\nbuf = torch.Tensor(4)\n",
     "import torch\nok = torch.set_default_tensor_type(torch.cuda.FloatTensor) or True\n",  # inside an expression
 ])
 def test_a_default_tensor_type_the_fix_cannot_rewrite_stays_reported(source):

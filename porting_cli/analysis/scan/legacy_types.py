@@ -13,7 +13,9 @@ Measured on torch 2.13 (its CPU build, and with sim registered):
 - `torch.set_default_tensor_type(t)` is deprecated since torch 2.1 (its UserWarning; the plan in
   pytorch/pytorch#99521, the docs in #115041), and with a CUDA type it raises without CUDA; its
   replacement, `torch.set_default_dtype(dtype)` and `torch.set_default_device(device)`, makes
-  `torch.ones(1)` a float32 tensor on sim.
+  `torch.ones(1)` a float32 tensor on sim; the legacy constructor `torch.Tensor(...)` ignores the
+  default device (a CPU tensor under `set_default_device("meta")`), so a file that calls it keeps
+  its finding unfixed.
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ class LegacyTensorTypesVisitor(ReferenceFamily):
         if line is None or named not in FLOATING:
             self.report(call, "NC112", detail=f"`{named}`")
             return
+        if self._legacy_constructor_called():
+            self.report(call, "NC112", detail=f"`{named}` (not fixed automatically: the file calls `torch.Tensor(...)`, "
+                                              "which follows the default tensor type but not the default device)")
+            return
         dtype = TENSOR_TYPES[named]
 
         def edit(view) -> str:
@@ -82,6 +88,13 @@ class LegacyTensorTypesVisitor(ReferenceFamily):
             return f"torch.set_default_dtype({dtype}){ctx.source.first_newline()}{indent}" \
                    f"torch.set_default_device({ctx.device()})"
         self.report(call, "NC112", detail=f"`{named}`", edit=edit, edit_node=line)
+
+    def _legacy_constructor_called(self) -> bool:
+        """`torch.Tensor(...)` is called somewhere in the file: it makes a tensor of the default tensor
+        type, so it followed a CUDA default type, but it ignores `torch.set_default_device`
+        (measured on torch 2.13: under `set_default_device("meta")` it is still a CPU tensor)."""
+        return any(isinstance(n, ast.Call) and self.ctx.qualname(n.func) == "torch.Tensor"
+                   for n in ast.walk(self.ctx.tree))
 
     def on_reference(self, node, qn: str) -> None:
         if qn in TENSOR_TYPES and id(node) not in self.ctx.handled:
