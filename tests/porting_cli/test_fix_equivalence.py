@@ -29,6 +29,8 @@ NOT_RUNNABLE = {
     "NC501": "NCCL process group: needs a distributed launch (covered by the DDP example tests)",
     "NC601": "torch.cuda.Stream(): a stream cannot be created without the device",
     "NC901": "device_map of from_pretrained: needs a model download",
+    "NC112": "set_default_tensor_type(torch.cuda.FloatTensor): a CUDA default type cannot be set without "
+             "CUDA (TypeError); test_scan_legacy_types.py runs the fixed default on sim",
     "NC921": "Lightning's accelerator= option: Lightning is not installed here (test_scan_frameworks.py "
              "checks the rewrite to accelerator=\"auto\")",
 }

@@ -1,4 +1,5 @@
-"""Device placement: `.cuda()`, "cuda" device strings, integer devices, CUDA tensor types.
+"""Device placement: `.cuda()`, "cuda" device strings, integer devices (the CUDA tensor types are
+porting_cli/analysis/scan/legacy_types.py's).
 
 A "cuda" string is only reported where it is used as a device: an argument of
 `.to()` / `torch.device()` / `torch.set_default_device()`, a `device=` /
@@ -33,9 +34,6 @@ TYPE_FIRST_ARG = frozenset({
 DEVICE_KEYWORDS = frozenset({"device", "map_location"})
 TYPE_KEYWORDS = frozenset({"device_type"})
 
-TENSOR_TYPES = tuple(f"torch.cuda.{t}Tensor" for t in (
-    "Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool"))
-
 
 def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -44,7 +42,6 @@ def _quoted(text: str) -> str:
 class DevicePlacementVisitor(ReferenceFamily):
     family = "device"
     triggers = (r"cuda", r"device\s*=\s*\d", r"\.to\(\s*\d", r"fused")
-    claims = TENSOR_TYPES
 
     # -- what an expression evaluates to ---------------------------------------
     def built_strings(self, node: ast.AST):
@@ -277,7 +274,3 @@ class DevicePlacementVisitor(ReferenceFamily):
         text = view.between(*view.span(node))
         value = text[:len(text) - len("is_cuda")].rstrip().removesuffix(".").rstrip()
         return f"({value}.device.type == {self.ctx.tested_type()})"
-
-    def on_reference(self, node, qn: str) -> None:
-        if qn in TENSOR_TYPES:
-            self.report(node, "NC105")

@@ -23,6 +23,7 @@ from .base import Context, FamilyVisitor, prelude_names
 from .cuda_api import CudaApiVisitor
 from .dataflow import INDEX, STRING, device_flow
 from .device import DevicePlacementVisitor
+from .legacy_types import LegacyTensorTypesVisitor
 from .distributed import DistributedVisitor
 from .dtypes import Float64Visitor
 from .env import EnvironmentVisitor
@@ -38,7 +39,7 @@ from .streams import StreamsVisitor
 from .torch_semantics import TorchSemantics
 from .traverse import Traversal
 
-FAMILIES = (DevicePlacementVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor, BackendFlagsVisitor,
+FAMILIES = (DevicePlacementVisitor, LegacyTensorTypesVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor, BackendFlagsVisitor,
             DistributedVisitor, StreamsVisitor, KernelsVisitor, Float64Visitor, HuggingFaceVisitor,
             EnvironmentVisitor, FrameworksVisitor)
 CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)

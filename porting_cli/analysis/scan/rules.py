@@ -76,6 +76,10 @@ RULES: tuple[Rule, ...] = (
        "--local_rank option) is device N of the current accelerator from torch 2.5 on "
        "(pytorch/pytorch#129119), as on the installed torch: no change needed (like a CUDA device, it "
        "raises where there is no accelerator at all)"),
+    _R("NC112", "device", "default-cuda-tensor-type", "error", "none",
+       "`torch.set_default_tensor_type` is deprecated since torch 2.1 and a `torch.cuda.*Tensor` default "
+       "raises without CUDA; use `torch.set_default_dtype(dtype)` and `torch.set_default_device(device)` "
+       "with the current accelerator", True),
     _R("NC109", "device", "cuda-only-fused-optimizer", "info", "low",
        "the fused optimizer is chosen only on CUDA; keep `fused=True` on the backend only if it has "
        "the fused kernel (`aten._fused_adamw_`), else the default (foreach) implementation runs"),
@@ -93,14 +97,18 @@ RULES: tuple[Rule, ...] = (
        True),
     _R("NC205", "cuda-api", "cuda-synchronize", "error", "none",
        "use `torch.accelerator.synchronize()` (guarded by `torch.accelerator.is_available()`)", True),
-    _R("NC206", "cuda-api", "cuda-empty-cache", "error", "none",
-       "use `torch.accelerator.empty_cache()` (guarded by `torch.accelerator.is_available()`)", True),
+    _R("NC206", "cuda-api", "cuda-empty-cache", "warning", "none",
+       "`torch.cuda.empty_cache()` empties only CUDA's cache (off CUDA the script runs on, the "
+       "accelerator's cache untouched); use `torch.accelerator.empty_cache()` (guarded by "
+       "`torch.accelerator.is_available()`)", True),
     _R("NC207", "cuda-api", "cuda-memory-stats", "error", "none",
        "use the `torch.accelerator` memory API of the same name (guarded: without an accelerator, "
        "or where the backend's allocator keeps no statistics, the fix returns a default)", True),
     _R("NC208", "cuda-api", "cuda-manual-seed", "warning", "none",
-       "seed the current accelerator's generator: `torch.get_device_module(device).manual_seed_all(seed)` "
-       "(guarded by `torch.accelerator.is_available()`; `torch.manual_seed` would reseed the CPU too)", True),
+       "CUDA seeding reaches CUDA's generators only (`torch.accelerator` has no seeding function); seed "
+       "the current accelerator's generator: `torch.get_device_module(device).manual_seed_all(seed)` "
+       "(guarded by `torch.accelerator.is_available()`), or `torch.manual_seed(seed)`, which seeds the "
+       "CPU and every device module, a PrivateUse1 backend's included", True),
     _R("NC209", "cuda-api", "cuda-device-properties", "info", "low",
        "CUDA device properties have no device-agnostic equivalent; use "
        "`torch.accelerator.current_accelerator()` / `torch.accelerator.get_device_capability()`"),
