@@ -57,3 +57,15 @@ def test_peer_is_only_for_point_to_point(sim_device):
     assert sim_device.load_profile(profile.to_dict()) == profile
     with pytest.raises(InputError, match="names a 'peer', which only a point-to-point op"):
         sim_device.load_profile({"collective_faults": [{"op": "all_reduce", "kind": "nan", "peer": 0}]})
+
+
+def test_a_hung_recv_is_timeout_of_that_item_and_the_run_goes_on(tmp_path):
+    # Rank 1's recv never returns: that pipeline is TIMEOUT (the world is killed), and a fresh
+    # world runs the items after it: a ZeRO way (no recv) passes.
+    profile = {"collective_faults": [{"op": "recv", "kind": "hang", "rank": 1}]}
+    hung, after = items(("pp_gpipe",), ("float32",))[0], WorkItem("dist", "parity.zero3", "train2", "float32", "eager")
+    results, executor = run([hung, after], tmp_path, profile, timeout_s=10.0)
+    assert results[hung].status is Status.TIMEOUT
+    assert "longer than the 10 s limit on rank(s)" in results[hung].message
+    assert results[after].status is Status.PASS
+    assert len(executor.pids) == 4  # the first world, and the fresh one after the hang
