@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from conformance.dist import pipeline, training
+from conformance.dist import data_parallel, pipeline, training
 from op_db.records import Result, Status, WorkItem
 
 WAY = "pp_fsdp"
@@ -52,7 +52,6 @@ def run_item(item: WorkItem, rctx: Any) -> Result:
     parts = [p.to(dtype) for p in training.pieces(rctx.seed)]
     dp = replicas(rctx.world_size)
     stage, replica = divmod(rctx.rank, dp)
-    per = training.BATCH // dp
     with rctx.adapter.track_fallbacks() as fallbacks:
         try:
             from torch.distributed.device_mesh import init_device_mesh
@@ -69,7 +68,7 @@ def run_item(item: WorkItem, rctx: Any) -> Result:
                 SCHEDULE, parts, stage, PIPELINE_STAGES, rctx.device, mesh["pp"].get_group(),
                 pipeline.microbatches(item.variant), wrap=shard)
             dev = pipeline.train(schedule, modules, first, last, rctx.device, rctx.seed, rctx.cpu_group,
-                                 pipelines=dp, rows=slice(replica * per, (replica + 1) * per))
+                                 pipelines=dp, rows=data_parallel.rows(replica, dp))
             rctx.adapter.synchronize()
         except Exception as exc:  # noqa: BLE001 - the backend failed the pipeline or its sharding
             return pipeline.failure(item, exc, started)
