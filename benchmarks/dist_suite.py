@@ -6,13 +6,15 @@
 
 Runs the selected dist items (default: collectives, parity, streams; `--ops` adds DTensor
 OpInfo) through the world runner as `neuron-check dist` does, and prints the wall time, items
-per second, the counts per status and the slowest items.
+per second, the machine's load average around the run, the counts per status and the slowest
+items. The 2-D mesh ways need `--world-size 4` (opt-in: docs/dist.md has the measured cost).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import os
 import time
 
 
@@ -41,11 +43,13 @@ def main() -> int:
     config = RunConfig(backend=args.device, device=args.device, jobs=args.jobs, timeout_s=args.timeout,
                        suite_options=options)
     results = []
+    load_before = os.getloadavg()[0]  # the machine may be shared: a figure means little without it
     started = time.perf_counter()
     WorldExecutor(WorldSpec.for_config(config, adapter)).execute(items, config, results.append)
     wall = time.perf_counter() - started
     print(f"dist suite on {args.device}, world size {args.world_size}, {args.jobs} world(s): {len(results)} items in {wall:.1f} s "
           f"({len(results) / wall:.2f} items/s; target for the default suite: under 60 s)")
+    print(f"  on {os.cpu_count()} cores, load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after")
     for status, count in collections.Counter(r.status.value for r in results).most_common():
         print(f"  {status:12} {count}")
     print("slowest items:")
