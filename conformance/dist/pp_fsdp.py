@@ -9,7 +9,8 @@ and the ranks with the same `pp` coordinate hold one stage, sharded among them (
 and reduce-scatters go over the `dp` group). Each pipeline trains on its share of the batch
 (data parallel over `dp`, MICROBATCHES microbatches); a step's loss is the mean of the pipelines'
 last-stage losses, the whole batch's. Each rank judges the stage it holds, parameters gathered
-whole; the worst rank speaks for the item.
+whole; the worst rank speaks for the item. A collective the process group refuses (send/recv for
+the pipeline, all-gather or reduce-scatter for FSDP2) is UNSUPPORTED naming it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from typing import Any
 
 import torch
 
-from conformance.dist import data_parallel, pipeline, training
+from conformance.dist import data_parallel, mlp_stack, pipeline, training
 from op_db.records import Result, Status, WorkItem
 
 WAY = "pp_fsdp"
 SCHEDULE = "pp_1f1b"  # the pipeline schedule a PP+FSDP run uses (pipeline.SCHEDULES)
 PIPELINE_STAGES = 2
+NEEDS = "pipeline parallel with FSDP2 (PP+FSDP)"  # what a missing collective's message says needs it
 
 
 def replicas(world_size: int) -> int:
@@ -71,5 +73,6 @@ def run_item(item: WorkItem, rctx: Any) -> Result:
                                  pipelines=dp, rows=data_parallel.rows(replica, dp))
             rctx.adapter.synchronize()
         except Exception as exc:  # noqa: BLE001 - the backend failed the pipeline or its sharding
-            return pipeline.failure(item, exc, started)
+            # A missing collective may be the pipeline's (send/recv) or FSDP2's: named either way.
+            return mlp_stack.failure(item, exc, started, NEEDS)
     return training.verdict(item, dev, rctx.seed, sorted(fallbacks.ops), started)

@@ -55,3 +55,14 @@ def test_world_of_4_passes_fault_free_and_a_bf16_reduce_scatter_fault_is_mismatc
     assert passed.extra["ranks"] == {str(r): "PASS" for r in range(4)}
     assert len(passed.extra["losses"]) == 2
     assert all(results[i].divergence for i in chosen if i.dtype == "bfloat16")
+
+
+@pytest.mark.slow
+def test_world_of_4_without_reduce_scatter_is_unsupported_naming_it(tmp_path):
+    profile = {"collective_faults": [{"op": "reduce_scatter_tensor", "kind": "unsupported"}]}
+    results, _ = run([item("pp_fsdp")], tmp_path, profile, world=4)
+    (result,) = results.values()
+    assert result.status is Status.UNSUPPORTED
+    assert result.extra["missing_collective"] == "reduce_scatter_tensor"
+    assert "pipeline parallel with FSDP2 (PP+FSDP) needs the collective reduce_scatter_tensor, which this process " \
+           "group lacks: RuntimeError: Backend sim does not support reduce_scatter_tensor" in result.message
