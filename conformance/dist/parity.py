@@ -96,12 +96,12 @@ def _rows(way: str, rctx: Any) -> slice:
 
 def checked_elsewhere(way: str) -> Any:
     """The module whose `run_item` checks a way that is not this module's, or None."""
-    from conformance.dist import checkpoint, context_parallel, pipeline, simple_fsdp, tensor_parallel, zero
+    from conformance.dist import checkpoint, context_parallel, pipeline, pp_fsdp, simple_fsdp, tensor_parallel, zero
 
     if way in tensor_parallel.WAYS + zero.WAYS:
         return tensor_parallel if way in tensor_parallel.WAYS else zero
-    if way in ("dcp", "cp_sdpa", "simple_fsdp"):
-        return {"dcp": checkpoint, "cp_sdpa": context_parallel, "simple_fsdp": simple_fsdp}[way]
+    if way in ("dcp", "cp_sdpa", "simple_fsdp", pp_fsdp.WAY):
+        return {"dcp": checkpoint, "cp_sdpa": context_parallel, "simple_fsdp": simple_fsdp, pp_fsdp.WAY: pp_fsdp}[way]
     return pipeline if way in pipeline.SCHEDULES else None
 
 

@@ -15,6 +15,7 @@ size: the schedule would send one shape and the peer wait for another).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -45,8 +46,10 @@ def stage_pieces(stage: int, stages: int) -> range:
     return range(start, start + per + (stage < extra))
 
 
-def not_applicable(way: str, item: WorkItem, world_size: int, ranks: int | None = None) -> str | None:
-    """Why this pipeline cannot run here (a SKIP's reason), or None."""
+def not_applicable(way: str, item: WorkItem, world_size: int, ranks: int | None = None,
+                   batch: int = training.BATCH) -> str | None:
+    """Why this pipeline cannot run here (a SKIP's reason), or None: over `ranks` of the world
+    (all by default), each step's `batch` rows split into the variant's microbatches."""
     ranks = world_size if ranks is None else ranks
     stages = ranks * SCHEDULES[way][1]
     count = microbatches(item.variant)
@@ -54,22 +57,27 @@ def not_applicable(way: str, item: WorkItem, world_size: int, ranks: int | None 
         return "pipeline parallel needs a world of 2 ranks or more."
     if stages > training.BLOCKS + 2:
         return f"{stages} stages are more than the model's {training.BLOCKS + 2} pieces."
-    if count < 1 or training.BATCH % count:
-        return (f"{count} microbatches do not split a batch of {training.BATCH} evenly; the stages are shaped "
+    if count < 1 or batch % count:
+        return (f"{count} microbatches do not split a batch of {batch} evenly; the stages are shaped "
                 "for one microbatch size.")
     if way == "pp_interleaved" and count % ranks:
         return f"Interleaved1F1B needs the microbatch count ({count}) to be a multiple of the {ranks} ranks."
     return None
 
 
-def build_schedule(way: str, parts: list[Any], rank: int, ranks: int, device: str, group: Any, count: int):
-    """The schedule over this rank's stages of the model `parts`, and those stages' modules."""
+def build_schedule(way: str, parts: list[Any], rank: int, ranks: int, device: str, group: Any, count: int,
+                   wrap: Callable[[Any], Any] | None = None):
+    """The schedule over this rank's stages of the model `parts`, and those stages' modules.
+    `rank` and `ranks` are this rank's place in the pipeline `group` (None: the whole world);
+    `wrap`, when given, wraps each stage's module (FSDP2 for PP+FSDP) before its stage is built."""
     from torch.distributed import pipelining
 
     name, per_rank = SCHEDULES[way]
     stages = ranks * per_rank
     indices = [rank + k * ranks for k in range(per_rank)]
     modules = [training.chunk(parts, stage_pieces(i, stages)).to(device) for i in indices]
+    if wrap is not None:
+        modules = [wrap(m) for m in modules]
     built = [pipelining.PipelineStage(m, i, stages, torch.device(device), group=group)
              for m, i in zip(modules, indices)]
     schedule_type = getattr(pipelining, name)
@@ -79,21 +87,23 @@ def build_schedule(way: str, parts: list[Any], rank: int, ranks: int, device: st
 
 
 def train(schedule: Any, modules: list[Any], first: bool, last: bool, device: str, seed: int,
-          cpu_group: Any, loss_src: int) -> training.Run:
+          cpu_group: Any, pipelines: int = 1, rows: slice = slice(None)) -> training.Run:
+    """STEPS steps of the schedule over this pipeline's `rows` of each batch. Each step's loss is
+    the mean over the `pipelines` (data-parallel replicas of the pipeline) of their last stage's
+    mean over the microbatches, summed over the CPU group so every rank judges the whole batch's."""
     params = [p for m in modules for p in m.parameters()]
     optimizer = torch.optim.SGD(params, lr=training.LR)
     losses = []
     for ids, targets in training.batches(seed):
         optimizer.zero_grad()
         out: list[torch.Tensor] = []
-        args = (ids.to(device),) if first else ()
-        schedule.step(*args, target=targets.to(device) if last else None, losses=out if last else None)
-        # The last stage's loss, broadcast over the CPU group so every rank judges it.
+        args = (ids[rows].to(device),) if first else ()
+        schedule.step(*args, target=targets[rows].to(device) if last else None, losses=out if last else None)
         value = torch.stack([v.detach().cpu().double() for v in out]).mean() if last else torch.zeros((),
                                                                                                     dtype=torch.float64)
         value = value.reshape(1)
-        dist.broadcast(value, src=loss_src, group=cpu_group)
-        losses.append(value[0])
+        dist.all_reduce(value, group=cpu_group)  # only last stages add to it
+        losses.append(value[0] / pipelines)
         optimizer.step()
     combined = torch.nn.ModuleList(modules)
     run = training.snapshot(losses, combined)
@@ -130,7 +140,7 @@ def run_item(item: WorkItem, rctx: Any) -> Result:
         try:
             schedule, modules, first, last = build_schedule(way, parts, rctx.rank, rctx.world_size, rctx.device,
                                                             None, microbatches(item.variant))
-            dev = train(schedule, modules, first, last, rctx.device, rctx.seed, rctx.cpu_group, rctx.world_size - 1)
+            dev = train(schedule, modules, first, last, rctx.device, rctx.seed, rctx.cpu_group)
             rctx.adapter.synchronize()
         except Exception as exc:  # noqa: BLE001 - the backend failed the pipeline
             return failure(item, exc, started)

@@ -14,7 +14,7 @@ PARTS = ("collectives", "parity", "streams", "dtensor")
 DEFAULT_PARTS = PARTS[:3]  # DTensor OpInfo runs when --ops asks for it
 PARITY_WAYS = ("single", "ddp", "fsdp2", "fsdp2_tp", "pp_gpipe", "pp_1f1b", "pp_interleaved")
 PARITY_WAYS += ("tp", "tp_sp", "zero1", "zero2", "zero3", "fsdp2_mp", "fsdp2_offload", "fsdp2_ac")
-PARITY_WAYS += ("dcp", "cp_sdpa", "simple_fsdp")
+PARITY_WAYS += ("dcp", "cp_sdpa", "simple_fsdp", "pp_fsdp")
 # Ways with their own variant or modes (the rest: two training steps, eager).
 PARITY_VARIANTS = {"cp_sdpa": "causal"}
 PARITY_MODES = {"simple_fsdp": ("eager", "compile")}

@@ -33,14 +33,14 @@ class RecordingExecutor(WorldExecutor):
         return world
 
 
-def run(items, tmp_path, profile=None, timeout_s=60.0, options=None):
+def run(items, tmp_path, profile=None, timeout_s=60.0, options=None, world=2):
     sim_profile = None
     if profile is not None:
         sim_profile = str(tmp_path / "profile.json")
         (tmp_path / "profile.json").write_text(json.dumps(profile))
     config = RunConfig(backend="sim", device="sim", timeout_s=timeout_s, sim_profile=sim_profile,
-                       suite_options=options or DistOptions(world_size=2))
-    executor = RecordingExecutor(WorldSpec(2, ("sim", "sim")))
+                       suite_options=options or DistOptions(world_size=world))
+    executor = RecordingExecutor(WorldSpec(world, ("sim",) * world))
     results = []
     executor.execute(items, config, results.append)
     return {r.item: r for r in results}, executor

@@ -1,5 +1,6 @@
 """SimpleFSDP and context-parallel SDPA on sim: SimpleFSDP passes eager and compiled with sim's
-compiler, and a reduce-scatter fault (its gradients) is MISMATCH in both modes; context parallel
+compiler, and a reduce-scatter fault (its gradients) is MISMATCH in both modes and for the
+distributed checkpoint's FSDP2 run; context parallel
 is UNSUPPORTED with PyTorch's own reason, and its judge passes a correct blockwise attention and
 catches a wrong gradient."""
 
@@ -36,10 +37,11 @@ def test_simple_fsdp_passes_eager_and_compiled_and_cp_is_unsupported_with_pytorc
 
 
 def test_a_reduce_scatter_fault_is_mismatch_eager_and_compiled(tmp_path):
+    # The distributed checkpoint's FSDP2 run reduce-scatters its gradients too: caught before the save.
     profile = {"collective_faults": [{"op": "reduce_scatter*", "kind": "scale", "value": 1.5}]}
-    chosen = [simple_fsdp("eager"), simple_fsdp("compile")]
+    chosen = [simple_fsdp("eager"), simple_fsdp("compile"), WorkItem("dist", "parity.dcp", "train2", "float32", "eager")]
     results, _ = run(chosen, tmp_path, profile)
-    assert {r.status for r in results.values()} == {Status.MISMATCH}
+    assert {i: r.status for i, r in results.items()} == dict.fromkeys(chosen, Status.MISMATCH)
     # The first step's loss is right (the fault acts on its gradients); the second's is not.
     assert {r.divergence for r in results.values()} == {"loss"}
 

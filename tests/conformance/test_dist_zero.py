@@ -80,3 +80,24 @@ def test_ways_selects_parity_ways_by_glob():
     assert [i.subject for i in chosen] == ["parity.tp", "parity.zero1", "parity.zero2", "parity.zero3"]
     with pytest.raises(InputError, match="no parity way matches 'zero9'"):
         plan(DistOptions(parts=("parity",), ways=("zero9",)))
+
+
+def test_a_hung_reduce_scatter_is_timeout_of_that_item_and_the_run_goes_on(tmp_path):
+    # ZeRO-2's gradients never come back from rank 0's reduce-scatter: TIMEOUT for that item
+    # only; ZeRO-1 (all-reduce and broadcast) runs after it in a fresh world and passes.
+    profile = {"collective_faults": [{"op": "reduce_scatter_tensor", "kind": "hang", "rank": 0}]}
+    results, executor = run([item("zero2"), item("zero1")], tmp_path, profile, timeout_s=10.0)
+    assert [results[i].status for i in (item("zero2"), item("zero1"))] == [Status.TIMEOUT, Status.PASS]
+    assert "rank(s) 0" in results[item("zero2")].message
+    assert len(executor.pids) == 4
+
+
+def test_a_corrupted_all_gather_is_mismatch_for_the_ways_that_gather_parameters(tmp_path):
+    # Rank 1's float32 all-gathers scaled: ZeRO-3 and offload all-gather the sharded parameters
+    # for compute, sequence parallel the sequence before each MLP; ZeRO-1 all-reduces and passes.
+    profile = {"collective_faults": [{"op": "all_gather_into_tensor", "kind": "scale", "value": 1.5, "rank": 1,
+                                      "dtype": "float32"}]}
+    chosen = [item("zero3"), item("fsdp2_offload"), item("tp_sp"), item("zero1")]
+    results, _ = run(chosen, tmp_path, profile, timeout_s=30.0)
+    assert [results[i].status for i in chosen] == [Status.MISMATCH] * 3 + [Status.PASS]
+    assert all(results[i].divergence for i in chosen[:3])
