@@ -65,11 +65,19 @@ def test_bad_selection_is_one_sentence(call):
     ("intx_weight_only", "linear.g32", "bfloat16"), ("int8_dynamic_intx_weight", "linear.g128", "float32"),
     ("float8_weight_only", "linear.no_bias", "bfloat16"), ("qat_fake_quant", "linear.3d", "float32"),
     ("float8_training", "linear.g64", "bfloat16"), ("adamw_8bit", "linear.g64", "float32"),
+    ("int8_weight_only", "vit", "float32"), ("int8_dynamic_int8_weight", "qwen3_moe", "bfloat16"),
 ])
 def test_fault_free_sim_passes(recipe, target, dtype, ctx):
     result = quant.run_item(item(recipe, target, dtype), ctx)
     assert result.status is Status.PASS, (result.first_failure, result.message)
     assert result.samples == result.samples_passed > 0 and result.aten_ops
+
+
+def test_a_model_torchao_config_leaves_unquantized_is_skip_saying_so(ctx):
+    # gpt2's blocks are Conv1D and its head is the output embeddings, which TorchAoConfig keeps
+    result = quant.run_item(item("int8_weight_only", "gpt2"), ctx)
+    assert result.status is Status.SKIP
+    assert result.message.startswith("TorchAoConfig quantized no nn.Linear of gpt2")
 
 
 def test_quantization_error_is_information_not_failure(ctx):
