@@ -100,6 +100,17 @@ def test_float_matmul_scale_fault_fails_the_recipes_that_use_it_only(ctx):
     assert "aten.mm.default" not in other.aten_ops
 
 
+def test_integer_matmul_fault_fails_int8_dynamic_only(ctx):
+    # off CUDA, torch's out_dtype operator runs int8 dynamic's int8 x int8 matmul as an int32 aten.mm:
+    # one unit more in its int32 accumulator is a wrong kernel; the float recipes never run it
+    profile({"faults": [{"op": "aten.mm.default", "dtype": "int32", "kind": "offset", "value": 1}]})
+    dynamic = quant.run_item(item("int8_dynamic_int8_weight"), ctx)
+    assert dynamic.status is Status.MISMATCH and dynamic.first_failure.startswith("output"), dynamic.message
+    for recipe in ("int8_weight_only", "int8_dynamic_intx_weight"):
+        other = quant.run_item(item(recipe), ctx)
+        assert other.status is Status.PASS, (recipe, other.first_failure, other.message)
+
+
 def test_float8_training_step_with_a_faulted_scaled_mm_fails(ctx):
     profile({"faults": [{"op": "aten._scaled_mm.default", "kind": "scale", "value": 1.01}]})
     result = quant.run_item(item("float8_training"), ctx)
