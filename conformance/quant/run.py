@@ -88,7 +88,7 @@ def _inference(item: WorkItem, ctx: Any, target: targets.Target, dtype: torch.dt
 
 def _on_device(item, ctx, target, recipe, weights, reference, oracle, base) -> Result:
     watch = watch_of(ctx) if item.mode == "compile" else None
-    recording = contextlib.nullcontext(None) if watch is not None else record_ops(ctx.device_type)
+    recording = contextlib.nullcontext(None) if watch is not None else record_ops(ctx.device_type, into_subclasses=True)
     comparisons: list[tuple[str, Comparison]] = []
     failure: BaseException | None = None
     with ctx.adapter.track_fallbacks() as fallbacks, recording as recorder:

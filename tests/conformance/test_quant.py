@@ -115,6 +115,14 @@ def test_float8_training_step_with_a_faulted_scaled_mm_fails(ctx):
     profile({"faults": [{"op": "aten._scaled_mm.default", "kind": "scale", "value": 1.01}]})
     result = quant.run_item(item("float8_training"), ctx)
     assert result.status is Status.MISMATCH, result.message
+    # issued inside float8 training's tensor subclass, and recorded there (not as the aten.mm it got)
+    assert "aten._scaled_mm.default" in result.aten_ops and "aten.mm.default" not in result.aten_ops
+
+
+def test_an_op_removed_inside_a_tensor_subclass_is_unsupported_naming_it(ctx):
+    profile({"unsupported_ops": ["aten._scaled_mm.default"]})
+    result = quant.run_item(item("float8_training"), ctx)
+    assert result.status is Status.UNSUPPORTED and result.failing_op == "aten._scaled_mm.default"
 
 
 def test_a_removed_op_is_unsupported_naming_it(ctx):
@@ -140,3 +148,14 @@ def test_recipe_torchao_cannot_build_on_the_cpu_is_skip_with_its_reason(ctx):
     result = quant.run_item(item("float8_dynamic.per_row"), ctx)
     assert result.status is Status.SKIP
     assert result.message.startswith("torchao cannot build float8_dynamic.per_row on the CPU: AssertionError")
+
+
+def test_compile_mode_compiles_the_quantized_forward_and_catches_a_compile_only_fault(ctx):
+    compiled = quant.run_item(WorkItem("quant", "int8_weight_only", "linear.g64", "float32", "compile"), ctx)
+    assert compiled.status is Status.PASS, compiled.message
+    # a graph really reached the sim compile backend, holding the dequantized weight's matmul
+    assert compiled.compile["graphs"] >= 1 and "aten.mm.default" in compiled.compile["graph_ops"]
+    profile({"compile_faults": [{"op": "aten.mm.default", "dtype": "float32", "kind": "scale", "value": 1.01}]})
+    faulted = quant.run_item(WorkItem("quant", "int8_weight_only", "linear.g64", "float32", "compile"), ctx)
+    assert faulted.status is Status.MISMATCH and faulted.first_failure.startswith("output"), faulted.message
+    assert quant.run_item(item("int8_weight_only"), ctx).status is Status.PASS  # eager never runs a graph
