@@ -1,6 +1,7 @@
-"""`neuron-check quant --executor ray` on a private local Ray instance (2 CPUs, one worker: torchao imports once) with the sim device:
-the Ray workers give the statuses the local pool gives (tests/conformance/test_quant.py), a
-fault on the integer matmul failing the one recipe that runs it."""
+"""`neuron-check quant --executor ray` on a private local Ray instance (2 CPUs; one worker, so
+torchao imports once) with the sim device: the Ray worker gives the statuses the local pool
+gives (tests/conformance/test_quant.py), a fault on the integer matmul failing the one recipe
+that runs it."""
 
 from __future__ import annotations
 
