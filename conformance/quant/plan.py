@@ -29,7 +29,7 @@ TRAINING = ("qat_fake_quant", "float8_training", "adamw_8bit", "adamw_4bit", "ad
 RECIPES = INFERENCE + TRAINING
 LINEAR_TARGETS = ("linear.g32", "linear.g64", "linear.g128", "linear.ragged", "linear.decode", "linear.3d",
                   "linear.no_bias")
-MODEL_TARGETS = ("llama", "qwen2", "mistral", "gpt2", "mixtral")
+MODEL_TARGETS = ("llama", "qwen2", "mistral", "gpt2", "mixtral", "qwen3_moe", "vit")
 TARGETS = LINEAR_TARGETS + MODEL_TARGETS
 # Training recipes need no group-size sweep: three shapes cover 2-D, 3-D and no bias.
 TRAINING_TARGETS = ("linear.g64", "linear.3d", "linear.no_bias")

@@ -19,7 +19,7 @@ import torch
 
 from conformance.numerics import Comparison, compare
 from conformance.outcome import NotApplicable, ReferenceFailed, describe_exception, result_for
-from conformance.quant import recipes, targets
+from conformance.quant import apply, recipes, targets
 from conformance.quant.judge import compare_weights, cpu_refusal, finish, watch_of
 from conformance.quant.plan import TRAINING
 from conformance.reference.oprecord import record_ops
@@ -51,10 +51,7 @@ def run_item(item: WorkItem, ctx: Any) -> Result:
     return _inference(item, ctx, target, dtype)
 
 
-
 def _inference(item: WorkItem, ctx: Any, target: targets.Target, dtype: torch.dtype) -> Result:
-    from torchao.quantization import quantize_
-
     try:
         config = recipes.config(item.subject, target.group_size)
     except KeyError:
@@ -63,12 +60,16 @@ def _inference(item: WorkItem, ctx: Any, target: targets.Target, dtype: torch.dt
         return result_for(item, cpu_refusal(item.subject, exc))
     quantized = copy.deepcopy(target.module)
     try:
-        quantize_(quantized, config)
+        choice = apply.module_filter(target.module, config)
+        apply.quantize(quantized, config, choice)
     except Exception as exc:
         return result_for(item, cpu_refusal(item.subject, exc))
     weights = recipes.quantized_weights(quantized)
     if not weights:
-        return result_for(item, NotApplicable(f"{item.subject} quantized no nn.Linear of {item.variant}"))
+        why = (" (it quantizes nn.Linear weights only, and keeps the output embeddings, tied weights and the last "
+               "module unquantized)") if choice is not None else ""
+        how = "TorchAoConfig" if choice is not None else item.subject
+        return result_for(item, NotApplicable(f"{how} quantized no nn.Linear of {item.variant}{why}"))
     try:
         with torch.no_grad():
             reference = target.call(quantized, target.inputs)
@@ -82,20 +83,18 @@ def _inference(item: WorkItem, ctx: Any, target: targets.Target, dtype: torch.dt
     except Exception as exc:  # a kernel with no float64 (MoE grouped_mm): the CPU's output is the reference
         oracle, extra["oracle"] = None, f"no float64 oracle: {describe_exception(exc)}"
     base = {"check": "quantized-weights+output", "samples": len(weights) + 1, "extra": extra}
-    return _on_device(item, ctx, target, config, weights, reference, oracle, base)
+    return _on_device(item, ctx, target, (config, choice), weights, reference, oracle, base)
 
 
-def _on_device(item, ctx, target, config, weights, reference, oracle, base) -> Result:
-    from torchao.quantization import quantize_
-
+def _on_device(item, ctx, target, recipe, weights, reference, oracle, base) -> Result:
     watch = watch_of(ctx) if item.mode == "compile" else None
-    recording = contextlib.nullcontext(None) if watch is not None else record_ops(ctx.device_type)
+    recording = contextlib.nullcontext(None) if watch is not None else record_ops(ctx.device_type, into_subclasses=True)
     comparisons: list[tuple[str, Comparison]] = []
     failure: BaseException | None = None
     with ctx.adapter.track_fallbacks() as fallbacks, recording as recorder:
         try:
             module = copy.deepcopy(target.module).to(ctx.device)
-            quantize_(module, config)
+            apply.quantize(module, *recipe)
             device_weights = recipes.quantized_weights(module)
             comparisons.extend(compare_weights(weights, device_weights))
             inputs = targets.to_device(target.inputs, ctx.device)
@@ -110,9 +109,6 @@ def _on_device(item, ctx, target, config, weights, reference, oracle, base) -> R
         except Exception as exc:
             failure = exc
     return finish(item, comparisons, failure, recorder, watch, fallbacks, base)
-
-
-
 
 
 def quantization_error(quantized: torch.Tensor, unquantized: torch.Tensor) -> dict[str, float]:

@@ -7,7 +7,8 @@ under the run's seed, and the inputs it is run on.
     linear.3d               a (2, 5, 256) input
     linear.no_bias          the two linears without bias
     llama qwen2 mistral     tiny Transformers models from the zoo (conformance/models/zoo.py),
-    gpt2 mixtral            random weights, 8 random tokens; their output is the logits
+    gpt2 mixtral qwen3_moe  random weights, 8 random tokens; their output is the logits
+    vit                     a tiny ViT image classifier from the zoo: one random image, its logits
 """
 
 from __future__ import annotations
@@ -67,8 +68,12 @@ def _model(name: str, dtype: torch.dtype, seed: int) -> Target:
     if entry is None:
         raise KeyError(name)
     model: Any = zoo.build_model(entry, seed=seed).to(dtype)
-    vocab = int(getattr(model.config, "vocab_size", 0) or getattr(model.config.get_text_config(), "vocab_size"))
     generator = torch.Generator().manual_seed(seed)
+    if entry.task == "image-classification":
+        config = model.config
+        pixels = torch.randn((1, config.num_channels, config.image_size, config.image_size), generator=generator)
+        return Target(model, (pixels.to(dtype),), MODEL_GROUP_SIZE, is_model=True)
+    vocab = int(getattr(model.config, "vocab_size", 0) or getattr(model.config.get_text_config(), "vocab_size"))
     tokens = torch.randint(0, vocab, (1, 8), generator=generator)
     return Target(model, (tokens,), MODEL_GROUP_SIZE, is_model=True)
 

@@ -51,7 +51,7 @@ def run(item: WorkItem, ctx: Any, target: targets.Target, dtype: torch.dtype) ->
     except Exception:  # torchao's fake quantization refuses float64: the CPU's result is the reference
         oracle = None
     base = {"check": "forward+backward", "samples": 1}
-    recording = record_ops(ctx.device_type)
+    recording = record_ops(ctx.device_type, into_subclasses=True)
     comparisons, failure = [], None
     with ctx.adapter.track_fallbacks() as fallbacks, recording as recorder:
         try:
@@ -114,7 +114,7 @@ def _optimizer(item: WorkItem, ctx: Any, target: targets.Target) -> Result:
     torch.optim.AdamW(wide, lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY).step()
     base = {"check": "optimizer-step", "samples": 1 + len(cpu_state)}
     comparisons, failure = [], None
-    with ctx.adapter.track_fallbacks() as fallbacks, record_ops(ctx.device_type) as recorder:
+    with ctx.adapter.track_fallbacks() as fallbacks, record_ops(ctx.device_type, into_subclasses=True) as recorder:
         try:
             got, state = _optimizer_step(cls, module, grads, ctx.device, eager)
             ctx.adapter.synchronize()

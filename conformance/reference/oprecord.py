@@ -97,6 +97,12 @@ class OpRecorder(TorchDispatchMode):
     A higher-order operator (flex attention) is counted under its own name ('higher_order.NAME')
     and then run through its kernel for the device with the recorder active, so the aten ops
     inside it are recorded as well; only those are kept as calls (a replay reruns them).
+
+    `into_subclasses`: an op on a wrapper tensor subclass (a torchao quantized weight, float8
+    training's tensor) is handed to the subclass's own `__torch_dispatch__` with the recorder
+    active, so the ops the subclass issues on its inner tensors (`aten._scaled_mm`) are recorded;
+    the op the subclass received is not counted: it never reaches the backend. PyTorch pops a mode
+    while it runs, which hides those inner ops otherwise.
     """
 
     supports_higher_order_operators = True
@@ -109,8 +115,9 @@ class OpRecorder(TorchDispatchMode):
         return True
 
     def __init__(self, device_type: str, on_op: Callable[[str, Any, Any], None] | None = None,
-                 keep_calls: str | None = None, keep_bytes: int | None = None):
+                 keep_calls: str | None = None, keep_bytes: int | None = None, into_subclasses: bool = False):
         super().__init__()
+        self.into_subclasses = into_subclasses
         if keep_calls not in (None, "references", "snapshots"):
             raise ValueError(f"keep_calls must be None, 'references' or 'snapshots', not {keep_calls!r}")
         self.device_type = device_type
@@ -141,6 +148,10 @@ class OpRecorder(TorchDispatchMode):
         name = op_name(func)
         # One walk of the arguments serves both questions: this runs around every aten call.
         leaves = pytree.tree_leaves((args, kwargs))
+        if self.into_subclasses:
+            subclasses = _wrapper_subclasses(leaves)
+            if subclasses:
+                return self._through_subclass(func, subclasses, args, kwargs, name, leaves)
         on_device = _on_device(leaves, self.device_type)
         before = None
         if self.keep_calls == "references":
@@ -168,6 +179,21 @@ class OpRecorder(TorchDispatchMode):
             if self.on_op is not None:
                 self.on_op(name, args, kwargs)
         return out
+
+    def _through_subclass(self, func, subclasses, args, kwargs, name, leaves):
+        """Run `func` through the subclasses' own dispatch (as the dispatcher would after this
+        mode), with this recorder on, so the ops they issue are recorded."""
+        try:
+            with self:
+                for cls in subclasses:
+                    out = cls.__torch_dispatch__(func, tuple(subclasses), args, kwargs)
+                    if out is not NotImplemented:
+                        return out
+        except BaseException:
+            if self.failing_op is None and _on_device(leaves, self.device_type):
+                self.failing_op = name
+            raise
+        raise TypeError(f"no tensor subclass among {[c.__name__ for c in subclasses]} handles {name}")
 
     def _higher_order(self, func, args, kwargs):
         """Count the HOP, then run its device kernel with this recorder on (PyTorch pops the mode
@@ -210,8 +236,20 @@ class OpRecorder(TorchDispatchMode):
         return pytree.tree_map(copy, tree)
 
 
+def _wrapper_subclasses(leaves: list) -> list[type]:
+    """The wrapper tensor subclasses among an op's arguments, in the order they first appear."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    found: list[type] = []
+    for leaf in leaves:
+        if type(leaf) not in found and is_traceable_wrapper_subclass(leaf):
+            found.append(type(leaf))
+    return found
+
+
 @contextlib.contextmanager
-def record_ops(device_type: str, on_op: Callable[[str, Any, Any], None] | None = None) -> Iterator[OpRecorder]:
-    recorder = OpRecorder(device_type, on_op)
+def record_ops(device_type: str, on_op: Callable[[str, Any, Any], None] | None = None,
+               into_subclasses: bool = False) -> Iterator[OpRecorder]:
+    recorder = OpRecorder(device_type, on_op, into_subclasses=into_subclasses)
     with recorder:
         yield recorder

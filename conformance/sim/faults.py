@@ -222,8 +222,10 @@ def _round_into(fault: Fault, exact: torch.Tensor, dtype: torch.dtype) -> torch.
 
 
 def _corrupt(t: torch.Tensor, fault, is_view: bool, wide: torch.Tensor | None = None) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor) or not (t.is_floating_point() or t.is_complex()):
+    if not isinstance(t, torch.Tensor):
         return t
+    if not (t.is_floating_point() or t.is_complex()):
+        return _corrupt_integer(t, fault, is_view)
     with torch.no_grad():
         if fault.kind in ROUNDING_KINDS and t.dtype not in _WIDER:
             return t  # float64, complex: no rounding step to corrupt
@@ -247,3 +249,18 @@ def _corrupt(t: torch.Tensor, fault, is_view: bool, wide: torch.Tensor | None = 
         if is_view:
             return bad
         return t.copy_(bad)
+
+
+def _corrupt_integer(t: torch.Tensor, fault, is_view: bool) -> torch.Tensor:
+    """`scale`/`offset` on an integer output, only where the fault names that output's dtype: an
+    integer kernel (the int32 accumulator of an int8 matmul) can be wrong too, but a fault meant
+    for floats must not touch the indices and shapes every op computes in int64. The result is
+    rounded to the nearest integer and saturated to the dtype's range."""
+    if fault.kind not in ("scale", "offset") or t.dtype is torch.bool or fault.dtype != dtype_name(t.dtype):
+        return t
+    with torch.no_grad():
+        hi = t.to(torch.float64)
+        hi = hi * fault.value if fault.kind == "scale" else hi + fault.value
+        info = torch.iinfo(t.dtype)
+        bad = hi.round().clamp(info.min, info.max).to(t.dtype)
+        return bad if is_view else t.copy_(bad)

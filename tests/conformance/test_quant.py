@@ -65,11 +65,19 @@ def test_bad_selection_is_one_sentence(call):
     ("intx_weight_only", "linear.g32", "bfloat16"), ("int8_dynamic_intx_weight", "linear.g128", "float32"),
     ("float8_weight_only", "linear.no_bias", "bfloat16"), ("qat_fake_quant", "linear.3d", "float32"),
     ("float8_training", "linear.g64", "bfloat16"), ("adamw_8bit", "linear.g64", "float32"),
+    ("int8_weight_only", "vit", "float32"), ("int8_dynamic_int8_weight", "qwen3_moe", "bfloat16"),
 ])
 def test_fault_free_sim_passes(recipe, target, dtype, ctx):
     result = quant.run_item(item(recipe, target, dtype), ctx)
     assert result.status is Status.PASS, (result.first_failure, result.message)
     assert result.samples == result.samples_passed > 0 and result.aten_ops
+
+
+def test_a_model_torchao_config_leaves_unquantized_is_skip_saying_so(ctx):
+    # gpt2's blocks are Conv1D and its head is the output embeddings, which TorchAoConfig keeps
+    result = quant.run_item(item("int8_weight_only", "gpt2"), ctx)
+    assert result.status is Status.SKIP
+    assert result.message.startswith("TorchAoConfig quantized no nn.Linear of gpt2")
 
 
 def test_quantization_error_is_information_not_failure(ctx):
@@ -92,10 +100,29 @@ def test_float_matmul_scale_fault_fails_the_recipes_that_use_it_only(ctx):
     assert "aten.mm.default" not in other.aten_ops
 
 
+def test_integer_matmul_fault_fails_int8_dynamic_only(ctx):
+    # off CUDA, torch's out_dtype operator runs int8 dynamic's int8 x int8 matmul as an int32 aten.mm:
+    # one unit more in its int32 accumulator is a wrong kernel; the float recipes never run it
+    profile({"faults": [{"op": "aten.mm.default", "dtype": "int32", "kind": "offset", "value": 1}]})
+    dynamic = quant.run_item(item("int8_dynamic_int8_weight"), ctx)
+    assert dynamic.status is Status.MISMATCH and dynamic.first_failure.startswith("output"), dynamic.message
+    for recipe in ("int8_weight_only", "int8_dynamic_intx_weight"):
+        other = quant.run_item(item(recipe), ctx)
+        assert other.status is Status.PASS, (recipe, other.first_failure, other.message)
+
+
 def test_float8_training_step_with_a_faulted_scaled_mm_fails(ctx):
     profile({"faults": [{"op": "aten._scaled_mm.default", "kind": "scale", "value": 1.01}]})
     result = quant.run_item(item("float8_training"), ctx)
     assert result.status is Status.MISMATCH, result.message
+    # issued inside float8 training's tensor subclass, and recorded there (not as the aten.mm it got)
+    assert "aten._scaled_mm.default" in result.aten_ops and "aten.mm.default" not in result.aten_ops
+
+
+def test_an_op_removed_inside_a_tensor_subclass_is_unsupported_naming_it(ctx):
+    profile({"unsupported_ops": ["aten._scaled_mm.default"]})
+    result = quant.run_item(item("float8_training"), ctx)
+    assert result.status is Status.UNSUPPORTED and result.failing_op == "aten._scaled_mm.default"
 
 
 def test_a_removed_op_is_unsupported_naming_it(ctx):
@@ -121,3 +148,14 @@ def test_recipe_torchao_cannot_build_on_the_cpu_is_skip_with_its_reason(ctx):
     result = quant.run_item(item("float8_dynamic.per_row"), ctx)
     assert result.status is Status.SKIP
     assert result.message.startswith("torchao cannot build float8_dynamic.per_row on the CPU: AssertionError")
+
+
+def test_compile_mode_compiles_the_quantized_forward_and_catches_a_compile_only_fault(ctx):
+    compiled = quant.run_item(WorkItem("quant", "int8_weight_only", "linear.g64", "float32", "compile"), ctx)
+    assert compiled.status is Status.PASS, compiled.message
+    # a graph really reached the sim compile backend, holding the dequantized weight's matmul
+    assert compiled.compile["graphs"] >= 1 and "aten.mm.default" in compiled.compile["graph_ops"]
+    profile({"compile_faults": [{"op": "aten.mm.default", "dtype": "float32", "kind": "scale", "value": 1.01}]})
+    faulted = quant.run_item(WorkItem("quant", "int8_weight_only", "linear.g64", "float32", "compile"), ctx)
+    assert faulted.status is Status.MISMATCH and faulted.first_failure.startswith("output"), faulted.message
+    assert quant.run_item(item("int8_weight_only"), ctx).status is Status.PASS  # eager never runs a graph

@@ -163,6 +163,19 @@ def test_fault_dtype_filter(use_profile):
     assert torch.equal((bf16 * 3).cpu(), torch.full((2,), 6.0, dtype=torch.bfloat16))
 
 
+def test_a_fault_naming_an_integer_dtype_corrupts_those_integer_outputs(use_profile):
+    # an int8 matmul's int32 accumulator: rounded to the nearest integer, saturated to the range
+    use_profile({"faults": [{"op": "aten.mm.default", "dtype": "int32", "kind": "offset", "value": 1},
+                            {"op": "aten.mul.Tensor", "dtype": "int8", "kind": "scale", "value": 1.5}]})
+    a = torch.tensor([[1, 2], [3, 4]], dtype=torch.int32, device="sim")
+    assert torch.equal((a @ a).cpu(), torch.tensor([[8, 11], [16, 23]], dtype=torch.int32))
+    codes = torch.tensor([3, 100], dtype=torch.int8, device="sim")
+    assert torch.equal((codes * 1).cpu(), torch.tensor([4, 127], dtype=torch.int8))  # 4.5 -> 4 (even), 150 -> 127
+    # other integer dtypes, and float outputs of the same op, are left alone
+    assert torch.equal((a.long() @ a.long()).cpu(), torch.tensor([[7, 10], [15, 22]]))
+    assert torch.equal((a.float() @ a.float()).cpu(), torch.tensor([[7.0, 10.0], [15.0, 22.0]]))
+
+
 def test_raise_fault(use_profile):
     use_profile({"faults": [{"op": "aten.tanh.default", "kind": "raise", "value": "tanh unit wedged"}]})
     with pytest.raises(RuntimeError, match="^tanh unit wedged$"):
