@@ -15,7 +15,6 @@ import bisect
 import dataclasses
 import functools
 import re
-import unicodedata
 
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
@@ -33,7 +32,7 @@ from .frameworks import FrameworksVisitor
 from .net import NET_WORDS, Spot, net_tokens
 from .aliases import value_aliases
 from .nodes import SourceText, iter_blocks, iter_statements
-from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
+from .source import folded, parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
 from .torch_semantics import TorchSemantics
 from .traverse import Traversal
@@ -65,7 +64,7 @@ def has_trigger(text: str) -> bool:
 
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
-FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
+FIRST_CHOICE_WORDS = trigger_pattern((), tuple(prelude_names(DEFAULT_DEVICE_NAME).values()))
 
 
 def collect_imports(tree: ast.Module) -> dict[str, str]:
@@ -141,7 +140,7 @@ def choose_device_name(tree: ast.Module, skip_lines: frozenset[int] = frozenset(
     names bound by neuron-check's own prelude (a file fixed before) are free to reuse. With
     ``text``, a first name whose derived names are not even words of it (of its names as the
     parser folds them) is taken without walking the tree."""
-    if text is not None and not FIRST_CHOICE_WORDS.search(text if text.isascii() else unicodedata.normalize("NFKC", text)):
+    if text is not None and not FIRST_CHOICE_WORDS.search(folded(text)):
         # names are NFKC-folded by the parser: the folded text holds every name the tree binds
         return DEFAULT_DEVICE_NAME
     names = bound_names(ast.Module(body=[s for s in tree.body if s.lineno not in skip_lines],
