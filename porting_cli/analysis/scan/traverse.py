@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 from typing import Callable, Iterable
 
 from .base import Context, FamilyVisitor, ReferenceFamily
@@ -32,13 +33,32 @@ class Piece(ast.Constant):
         self.span = span
 
 
+@functools.lru_cache(maxsize=None)
+def _handler_names(cls: type, prefix: str) -> tuple[str, ...]:
+    return tuple(name for name in dir(cls) if name.startswith(prefix))
+
+
 def _handlers(families: Iterable[FamilyVisitor], prefix: str) -> dict[str, tuple[Callable, ...]]:
     table: dict[str, list[Callable]] = {}
     for family in families:
-        for name in dir(type(family)):
-            if name.startswith(prefix):
-                table.setdefault(name[len(prefix):], []).append(getattr(family, name))
+        for name in _handler_names(type(family), prefix):
+            table.setdefault(name[len(prefix):], []).append(getattr(family, name))
     return {k: tuple(v) for k, v in table.items()}
+
+
+#: fields that hold only leaf nodes of these kinds (``Load``, ``Add``, ``Eq``, ...): with no handler
+#: for any of them, visiting them does nothing, and a third of all nodes are loads and stores
+_LEAF_FIELDS = {"ctx": ast.expr_context, "op": (ast.operator, ast.unaryop, ast.boolop), "ops": ast.cmpop}
+
+
+def _leaf_names(kinds) -> set[str]:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    return {sub.__name__ for kind in kinds for sub in kind.__subclasses__()}
+
+
+@functools.lru_cache(maxsize=None)
+def _child_fields(kind: type, skipped: frozenset[str]) -> tuple[str, ...]:
+    return tuple(field for field in kind._fields if field not in skipped)
 
 
 class Traversal:
@@ -51,6 +71,8 @@ class Traversal:
         self.strings = self.visit.get("String", ())
         self.decorators = self.visit.get("Decorator", ())
         self.prose: set[int] = set()  # ids of string constants that are messages
+        handled = set(self.visit) | set(self.leave)
+        self.skipped = frozenset(field for field, kinds in _LEAF_FIELDS.items() if not handled & _leaf_names(kinds))
 
     def run(self, tree: ast.Module) -> None:
         self._body(tree.body)
@@ -118,7 +140,7 @@ class Traversal:
             for decorator in node.decorator_list:
                 for fn in self.decorators:
                     fn(decorator)
-        for field in node._fields:
+        for field in _child_fields(kind, self.skipped):
             value = getattr(node, field)
             if type(value) is list:
                 if value and isinstance(value[0], ast.stmt):
