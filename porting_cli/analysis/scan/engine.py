@@ -31,7 +31,7 @@ from .findings import Finding
 from .frameworks import FrameworksVisitor
 from .net import NET_WORDS, Spot, net_tokens
 from .aliases import value_aliases
-from .nodes import SourceText, iter_blocks, iter_statements
+from .nodes import SourceText, module_statements
 from .source import folded, parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
 from .torch_semantics import TorchSemantics
@@ -70,7 +70,7 @@ FIRST_CHOICE_WORDS = trigger_pattern((), tuple(prelude_names(DEFAULT_DEVICE_NAME
 def collect_imports(tree: ast.Module) -> dict[str, str]:
     """Local name -> dotted name it was imported as (scopes are ignored)."""
     aliases: dict[str, str] = {}
-    for stmt in iter_statements(tree.body):
+    for stmt in module_statements(tree):
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
                 if a.asname:

@@ -21,6 +21,7 @@ from typing import Callable, Iterable
 
 from .base import Context, FamilyVisitor, ReferenceFamily
 from .net import prose_strings
+from .nodes import LEAF_FIELDS, child_fields
 
 
 class Piece(ast.Constant):
@@ -46,19 +47,9 @@ def _handlers(families: Iterable[FamilyVisitor], prefix: str) -> dict[str, tuple
     return {k: tuple(v) for k, v in table.items()}
 
 
-#: fields that hold only leaf nodes of these kinds (``Load``, ``Add``, ``Eq``, ...): with no handler
-#: for any of them, visiting them does nothing, and a third of all nodes are loads and stores
-_LEAF_FIELDS = {"ctx": ast.expr_context, "op": (ast.operator, ast.unaryop, ast.boolop), "ops": ast.cmpop}
-
-
 def _leaf_names(kinds) -> set[str]:
     kinds = kinds if isinstance(kinds, tuple) else (kinds,)
     return {sub.__name__ for kind in kinds for sub in kind.__subclasses__()}
-
-
-@functools.lru_cache(maxsize=None)
-def _child_fields(kind: type, skipped: frozenset[str]) -> tuple[str, ...]:
-    return tuple(field for field in kind._fields if field not in skipped)
 
 
 class Traversal:
@@ -71,8 +62,9 @@ class Traversal:
         self.strings = self.visit.get("String", ())
         self.decorators = self.visit.get("Decorator", ())
         self.prose: set[int] = set()  # ids of string constants that are messages
+        # with no handler for them, visiting the Load/Store/operator leaves does nothing
         handled = set(self.visit) | set(self.leave)
-        self.skipped = frozenset(field for field, kinds in _LEAF_FIELDS.items() if not handled & _leaf_names(kinds))
+        self.skipped = frozenset(field for field, kinds in LEAF_FIELDS.items() if not handled & _leaf_names(kinds))
 
     def run(self, tree: ast.Module) -> None:
         self._body(tree.body)
@@ -140,7 +132,7 @@ class Traversal:
             for decorator in node.decorator_list:
                 for fn in self.decorators:
                     fn(decorator)
-        for field in _child_fields(kind, self.skipped):
+        for field in child_fields(kind, self.skipped):
             value = getattr(node, field)
             if type(value) is list:
                 if value and isinstance(value[0], ast.stmt):
