@@ -15,6 +15,7 @@ import bisect
 import functools
 import keyword as python_keyword
 import re
+import weakref
 
 STRING_START = re.compile(r"[rRbBuUfF]{0,2}('''|\"\"\"|'|\")")
 
@@ -254,15 +255,23 @@ def _collect(body: list[ast.stmt], out: list[ast.stmt]) -> None:
                 _collect(block, out)
 
 
-_last_module: list = [None, []]
+_last_module: dict[str, tuple] = {}
 
 
 def module_statements(tree: ast.Module) -> list[ast.stmt]:
-    """iter_statements of the whole module, remembered for the last tree asked (the import map,
-    the value aliases and some families each go through every statement of one file)."""
-    if _last_module[0] is not tree:
-        _last_module[:] = [tree, iter_statements(tree.body)]
-    return _last_module[1]
+    """iter_statements of the whole module, remembered while the tree lives (the import map,
+    the value aliases and some families each go through every statement of one file); the
+    list is dropped with its tree, so it never keeps an old file's statements alive."""
+    entry = _last_module.get("tree")
+    if entry is None or entry[0]() is not tree:
+        entry = _last_module["tree"] = (weakref.ref(tree, _forget), iter_statements(tree.body))
+    return entry[1]
+
+
+def _forget(ref: weakref.ref) -> None:
+    entry = _last_module.get("tree")
+    if entry is not None and entry[0] is ref:
+        del _last_module["tree"]
 
 
 def int_value(node: ast.AST) -> int | None:
