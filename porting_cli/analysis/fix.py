@@ -99,6 +99,8 @@ def patch_path(path: str) -> str:
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """A ``diff -u`` style patch from ``old`` to ``new`` (empty when equal)."""
+    if old == new:  # most files of a project: difflib would still index every line
+        return ""
     import difflib
 
     def lines(text: str) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import iter_statements, qualname
+from .nodes import module_statements, qualname
 
 #: `functools.partial` and its look-alikes in other libraries (`funcy.partial`, `toolz.partial`)
 PARTIAL_NAME = "partial"
@@ -52,7 +52,7 @@ def value_aliases(tree: ast.Module, aliases: dict[str, str]) -> dict[str, str]:
     bound: dict[str, set[str | None]] = {}
     returns: dict[str, str] = {}
     assigned: list[tuple[str, ast.AST]] = []
-    for stmt in iter_statements(tree.body):  # statements only: walking every expression costs
+    for stmt in module_statements(tree):  # statements only: walking every expression costs
         kind = type(stmt)
         if kind is ast.Assign:
             assigned += [(t.id, stmt.value) for t in stmt.targets if type(t) is ast.Name]

@@ -15,7 +15,6 @@ import bisect
 import dataclasses
 import functools
 import re
-import unicodedata
 
 from .amp import AmpImportVisitor, AmpVisitor
 from .backend_flags import BackendFlagsVisitor
@@ -33,78 +32,46 @@ from .findings import Finding
 from .frameworks import FrameworksVisitor
 from .net import NET_WORDS, Spot, net_tokens
 from .aliases import value_aliases
-from .nodes import SourceText, iter_blocks, iter_statements
-from .source import parse_python, read_source, split_lines  # noqa: F401 (re-exported)
+from .nodes import SourceText, module_statements
+from .source import folded, parse_python, read_source, split_lines  # noqa: F401 (re-exported)
 from .streams import StreamsVisitor
 from .torch_semantics import TorchSemantics
 from .traverse import Traversal
+from .triggers import compact_triggers, foldable, lowered, trigger_pattern
 
 FAMILIES = (DevicePlacementVisitor, LegacyTensorTypesVisitor, CudaApiVisitor, AmpVisitor, AmpImportVisitor, BackendFlagsVisitor,
             DistributedVisitor, StreamsVisitor, KernelsVisitor, Float64Visitor, HuggingFaceVisitor,
             EnvironmentVisitor, FrameworksVisitor)
 CudaApiVisitor.claimed = tuple(c for family in FAMILIES for c in family.claims)
 
-def _lowered(pattern: str) -> str:
-    """``pattern`` with its literal letters in lower case (escapes such as ``\\s`` stay)."""
-    return re.sub(r"\\.|[A-Z]", lambda m: m.group(0) if m.group(0)[0] == "\\" else m.group(0).lower(), pattern)
-
-
-def _literal(pattern: str) -> str | None:
-    """The text ``pattern`` matches when it is a plain literal, else None."""
-    text = re.sub(r"\\(.)", r"\1", pattern)
-    return text if re.escape(text) == pattern else None
-
-
-def compact_triggers(alternatives) -> str:
-    """One pattern that finds the same lines as ``alternatives`` (lower case), many times faster.
-
-    Only which lines hold a match matters (candidate_lines, has_trigger), so a literal that
-    contains another literal alternative adds nothing and is dropped (with duplicates); the
-    literals left are grouped under their first letter, so the regex engine tries one branch per
-    letter at each position instead of every alternative.
-    """
-    alternatives = list(dict.fromkeys(alternatives))
-    literals = {a: _literal(a) for a in alternatives}
-    kept = [a for a in alternatives if not (literals[a] and any(
-        b != a and literals[b] and literals[b] in literals[a] for b in alternatives))]
-    groups: dict[str, list[str]] = {}
-    others = []
-    for a in kept:
-        if literals[a] and a[0].isalnum():
-            groups.setdefault(a[0], []).append(a[1:])
-        else:
-            others.append(f"(?:{a})")
-    return "|".join([f"{first}(?:{'|'.join(rest)})" for first, rest in groups.items()] + others)
-
-
-#: every family's triggers for lower-cased ASCII text: the same lines as the triggers matched
-#: without case, many times faster (a case-insensitive pattern loses the regex engine's
-#: literal-prefix search)
-LOWER_TRIGGERS = compact_triggers(_lowered(t) for family in FAMILIES for t in family.triggers)
-LOWER_TRIGGER_RE = re.compile(LOWER_TRIGGERS)
+#: every family's triggers, lower case, for lower-cased text (porting_cli.analysis.scan.triggers)
+TRIGGER_ALTERNATIVES = tuple(lowered(t) for family in FAMILIES for t in family.triggers)
+LOWER_TRIGGERS = compact_triggers(TRIGGER_ALTERNATIVES)
+LOWER_TRIGGER_RE = trigger_pattern(TRIGGER_ALTERNATIVES)
 
 
 @functools.cache
 def _any_case_triggers() -> re.Pattern:
-    """The triggers without case, for text that is not ASCII (lower() could move its offsets)."""
+    """The triggers without case, for text that lowering would change otherwise (triggers.foldable)."""
     return re.compile(LOWER_TRIGGERS, re.IGNORECASE)
 
 
 def has_trigger(text: str) -> bool:
-    if text.isascii():
-        return LOWER_TRIGGER_RE.search(text.lower()) is not None
+    low = foldable(text)
+    if low is not None:
+        return LOWER_TRIGGER_RE.search(low) is not None
     return _any_case_triggers().search(text) is not None
 
 
 DEFAULT_DEVICE_NAME = "DEVICE"
 PRELUDE_MARK = "# neuron-check:"
-FIRST_CHOICE_WORDS = re.compile(r"\b(?:%s)\b" % "|".join(prelude_names(DEFAULT_DEVICE_NAME).values()))
+FIRST_CHOICE_WORDS = trigger_pattern((), tuple(prelude_names(DEFAULT_DEVICE_NAME).values()))
 
 
 def collect_imports(tree: ast.Module) -> dict[str, str]:
     """Local name -> dotted name it was imported as (scopes are ignored)."""
     aliases: dict[str, str] = {}
-    for stmt in iter_statements(tree.body):
+    for stmt in module_statements(tree):
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
                 if a.asname:
@@ -123,11 +90,12 @@ def candidate_lines(lines: list[str], aliases: dict[str, str]) -> list[int]:
     """1-based numbers of the lines that could hold a finding."""
     extra = [name for name, qn in aliases.items() if has_trigger(qn) and not has_trigger(name)]
     text = "".join(lines)
-    names = "|".join(re.escape(n) for n in extra)
-    if text.isascii():  # lower() keeps every offset
-        text = text.lower()
-        pattern = re.compile(f"{LOWER_TRIGGERS}|\\b(?:{names.lower()})\\b") if extra else LOWER_TRIGGER_RE
+    low = foldable(text)
+    if low is not None and all(name.isascii() for name in extra):  # the same matches, in lower case
+        text = low
+        pattern = trigger_pattern(TRIGGER_ALTERNATIVES, tuple(name.lower() for name in extra))
     else:
+        names = "|".join(re.escape(n) for n in extra)
         pattern = re.compile(f"{LOWER_TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE) if extra else _any_case_triggers()
     starts, offset = [], 0
     for line in lines:
@@ -173,7 +141,7 @@ def choose_device_name(tree: ast.Module, skip_lines: frozenset[int] = frozenset(
     names bound by neuron-check's own prelude (a file fixed before) are free to reuse. With
     ``text``, a first name whose derived names are not even words of it (of its names as the
     parser folds them) is taken without walking the tree."""
-    if text is not None and not FIRST_CHOICE_WORDS.search(text if text.isascii() else unicodedata.normalize("NFKC", text)):
+    if text is not None and not FIRST_CHOICE_WORDS.search(folded(text)):
         # names are NFKC-folded by the parser: the folded text holds every name the tree binds
         return DEFAULT_DEVICE_NAME
     names = bound_names(ast.Module(body=[s for s in tree.body if s.lineno not in skip_lines],

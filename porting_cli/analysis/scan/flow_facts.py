@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import qualname
+from .nodes import child_fields, qualname
 
 INDEX_OPTIONS = frozenset({"gpu", "gpu_id", "local_rank", "gpu_index", "device_id", "cuda_device"})
 AMP_WRAPPED = ("torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler",
@@ -40,7 +40,7 @@ class FlowFacts:
         self._children(tree, "")
 
     def _children(self, node: ast.AST, scope: str) -> None:
-        for field in node._fields:
+        for field in child_fields(type(node)):  # no Load/Store/operator leaves: nothing to record
             value = getattr(node, field)
             if type(value) is list:
                 for child in value:

@@ -30,7 +30,7 @@ import ast
 import re
 
 from .base import ReferenceFamily
-from .nodes import int_value, is_name, iter_statements
+from .nodes import int_value, is_name, module_statements
 
 #: Trainer / Fabric of every package Lightning has shipped under
 LIGHTNING_ENTRY = re.compile(r"^(?:lightning|pytorch_lightning|lightning_fabric)(?:\.\w+)*\.(?:Trainer|Fabric)$")
@@ -63,7 +63,7 @@ class FrameworksVisitor(ReferenceFamily):
         if isinstance(value, ast.Dict):
             yield value
         elif isinstance(value, ast.Name):
-            for stmt in iter_statements(self.ctx.tree.body):
+            for stmt in module_statements(self.ctx.tree):
                 if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Dict) and any(
                         isinstance(t, ast.Name) and t.id == value.id for t in stmt.targets):
                     yield stmt.value

@@ -15,9 +15,29 @@ import ast
 import builtins
 from collections import Counter
 
+from .nodes import child_fields
+
 _ALWAYS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__builtins__", "__spec__",
                                       "__loader__", "__package__", "__path__", "__annotations__",
                                       "__dict__", "__module__", "__qualname__", "__class__"}
+
+
+_FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_MATCH_NAMES = tuple(getattr(ast, kind) for kind in ("MatchAs", "MatchStar") if hasattr(ast, kind))
+_MATCH_MAPPING = getattr(ast, "MatchMapping", None)
+
+
+def _children(item: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes less the Load/Store/operator leaves (no name is in them), in order."""
+    out = []
+    for field in child_fields(type(item)):
+        value = getattr(item, field)
+        if type(value) is list:
+            out.extend(v for v in value if isinstance(v, ast.AST))
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
 
 
 def _targets(node: ast.AST) -> set[str]:
@@ -26,28 +46,34 @@ def _targets(node: ast.AST) -> set[str]:
     stack = [node]
     while stack:
         item = stack.pop()
-        if isinstance(item, ast.Name) and isinstance(item.ctx, (ast.Store, ast.Del)):
-            names.add(item.id)
-        elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        kind = type(item)
+        if kind is ast.Name:  # its only child is its context
+            if type(item.ctx) is not ast.Load:  # Store or Del
+                names.add(item.id)
+            continue
+        if kind in _FUNCTION_DEFS:
             names.add(item.name)
             continue
-        elif isinstance(item, (ast.Import, ast.ImportFrom)):
+        if kind is ast.Lambda:
+            continue
+        if kind is ast.Import or kind is ast.ImportFrom:
             for alias in item.names:
                 if alias.name != "*":
                     names.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(item, ast.ExceptHandler) and item.name:
-            names.add(item.name)
-        elif isinstance(item, (ast.Global, ast.Nonlocal)):
+        elif kind is ast.ExceptHandler:
+            if item.name:
+                names.add(item.name)
+        elif kind is ast.Global or kind is ast.Nonlocal:
             names.update(item.names)
-        elif isinstance(item, ast.NamedExpr) and isinstance(item.target, ast.Name):
-            names.add(item.target.id)
-        elif hasattr(ast, "MatchAs") and isinstance(item, (ast.MatchAs, ast.MatchStar)) and item.name:
-            names.add(item.name)
-        elif hasattr(ast, "MatchMapping") and isinstance(item, ast.MatchMapping) and item.rest:
+        elif kind is ast.NamedExpr:
+            if type(item.target) is ast.Name:
+                names.add(item.target.id)
+        elif kind in _MATCH_NAMES:
+            if item.name:
+                names.add(item.name)
+        elif kind is _MATCH_MAPPING and item.rest:
             names.add(item.rest)
-        if isinstance(item, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        stack.extend(ast.iter_child_nodes(item))
+        stack.extend(_children(item))
     return names
 
 
@@ -128,12 +154,18 @@ class _Walker:
         stack = [node]
         while stack:
             item = stack.pop()
-            if isinstance(item, ast.Lambda):
+            kind = type(item)
+            if kind is ast.Name:  # its only child is its context
+                if type(item.ctx) is ast.Load and item.id not in bound and item.id not in _ALWAYS \
+                        and not any(item.id in s for s in outer):
+                    self.unbound.append((item.id, item.lineno))
+                continue
+            if kind is ast.Lambda:
                 for expr in [*item.args.defaults, *(d for d in item.args.kw_defaults if d is not None)]:
                     stack.append(expr)
                 self.deferred.append((item, (*outer, frozenset(bound))))
                 continue
-            if isinstance(item, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            if kind in _COMPREHENSIONS:
                 inner = set(bound)
                 for gen in item.generators:
                     inner |= _targets(gen.target)
@@ -146,12 +178,9 @@ class _Walker:
                     if getattr(item, part, None) is not None:
                         self.expression(getattr(item, part), inner, outer)
                 continue
-            if isinstance(item, ast.Name) and isinstance(item.ctx, ast.Load):
-                if item.id not in bound and item.id not in _ALWAYS and not any(item.id in s for s in outer):
-                    self.unbound.append((item.id, item.lineno))
-            if isinstance(item, ast.NamedExpr) and isinstance(item.target, ast.Name):
+            if kind is ast.NamedExpr and type(item.target) is ast.Name:
                 bound.add(item.target.id)
-            stack.extend(ast.iter_child_nodes(item))
+            stack.extend(_children(item))
 
     def run(self, tree: ast.Module) -> list[tuple[str, int]]:
         bound: set[str] = set()

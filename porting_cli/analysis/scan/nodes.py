@@ -12,10 +12,23 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import keyword as python_keyword
 import re
+import weakref
 
 STRING_START = re.compile(r"[rRbBuUfF]{0,2}('''|\"\"\"|'|\")")
+
+
+#: fields that hold only leaves without fields of their own (``Load``, ``Add``, ``Eq``, ...): a
+#: walk that has nothing to do at them skips them (a third of all nodes are loads and stores)
+LEAF_FIELDS = {"ctx": ast.expr_context, "op": (ast.operator, ast.unaryop, ast.boolop), "ops": ast.cmpop}
+
+
+@functools.lru_cache(maxsize=None)
+def child_fields(kind: type, skipped: frozenset[str] = frozenset(LEAF_FIELDS)) -> tuple[str, ...]:
+    """The fields of node type ``kind`` to walk, less ``skipped``."""
+    return tuple(field for field in kind._fields if field not in skipped)
 
 
 class SourceText:
@@ -214,12 +227,51 @@ def iter_blocks(stmt: ast.stmt):
         yield case.body
 
 
-def iter_statements(body: list[ast.stmt]):
-    """Every statement of ``body`` and of the blocks nested in it."""
+def iter_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Every statement of ``body`` and of the blocks nested in it, in order (each statement,
+    then the statements of its blocks as iter_blocks gives them)."""
+    out: list[ast.stmt] = []
+    _collect(body, out)
+    return out
+
+
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _collect(body: list[ast.stmt], out: list[ast.stmt]) -> None:
     for stmt in body:
-        yield stmt
-        for block in iter_blocks(stmt):
-            yield from iter_statements(block)
+        out.append(stmt)
+        kind = type(stmt)
+        fields = _BLOCK_FIELDS.get(kind)
+        if fields is None:
+            fields = _BLOCK_FIELDS[kind] = tuple(f for f in ("body", "orelse", "finalbody", "handlers", "cases")
+                                                 if f in kind._fields)
+        for field in fields:
+            block = getattr(stmt, field)
+            if field == "handlers" or field == "cases":
+                for part in block:
+                    _collect(part.body, out)
+            elif block:
+                _collect(block, out)
+
+
+_last_module: dict[str, tuple] = {}
+
+
+def module_statements(tree: ast.Module) -> list[ast.stmt]:
+    """iter_statements of the whole module, remembered while the tree lives (the import map,
+    the value aliases and some families each go through every statement of one file); the
+    list is dropped with its tree, so it never keeps an old file's statements alive."""
+    entry = _last_module.get("tree")
+    if entry is None or entry[0]() is not tree:
+        entry = _last_module["tree"] = (weakref.ref(tree, _forget), iter_statements(tree.body))
+    return entry[1]
+
+
+def _forget(ref: weakref.ref) -> None:
+    entry = _last_module.get("tree")
+    if entry is not None and entry[0] is ref:
+        del _last_module["tree"]
 
 
 def int_value(node: ast.AST) -> int | None:

@@ -7,6 +7,7 @@ rule families, so a scan whose result is cached starts fast.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import unicodedata
 from pathlib import Path
@@ -21,13 +22,25 @@ def split_lines(text: str) -> list[str]:
     return LINE_RE.findall(text)
 
 
+def folded(text: str) -> str:
+    """``text`` with its names as the parser reads them: Python folds every identifier to NFKC
+    (a name spelled in full-width letters is the ASCII one)."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text
+    return _nfkc(text)
+
+
+@functools.lru_cache(maxsize=2)
+def _nfkc(text: str) -> str:  # the pre-filters ask one file's folded text many times
+    return unicodedata.normalize("NFKC", text)
+
+
 def mentions(text: str, word: str) -> bool:
-    """``word`` is in ``text`` as written or as the parser reads its names: Python folds every
-    identifier to NFKC (a name spelled in full-width letters is the ASCII one), so a pre-filter that
-    asks whether a name can occur in a file looks at both spellings."""
+    """``word`` is in ``text`` as written or as the parser reads its names (folded), so a
+    pre-filter that asks whether a name can occur in a file looks at both spellings."""
     if word in text:
         return True
-    return not text.isascii() and word in unicodedata.normalize("NFKC", text)
+    return not text.isascii() and word in folded(text)
 
 
 def read_source(path: str | Path) -> str:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 from typing import Callable, Iterable
 
 from .base import Context, FamilyVisitor, ReferenceFamily
 from .net import prose_strings
+from .nodes import LEAF_FIELDS, child_fields
 
 
 class Piece(ast.Constant):
@@ -32,13 +34,22 @@ class Piece(ast.Constant):
         self.span = span
 
 
+@functools.lru_cache(maxsize=None)
+def _handler_names(cls: type, prefix: str) -> tuple[str, ...]:
+    return tuple(name for name in dir(cls) if name.startswith(prefix))
+
+
 def _handlers(families: Iterable[FamilyVisitor], prefix: str) -> dict[str, tuple[Callable, ...]]:
     table: dict[str, list[Callable]] = {}
     for family in families:
-        for name in dir(type(family)):
-            if name.startswith(prefix):
-                table.setdefault(name[len(prefix):], []).append(getattr(family, name))
+        for name in _handler_names(type(family), prefix):
+            table.setdefault(name[len(prefix):], []).append(getattr(family, name))
     return {k: tuple(v) for k, v in table.items()}
+
+
+def _leaf_names(kinds) -> set[str]:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    return {sub.__name__ for kind in kinds for sub in kind.__subclasses__()}
 
 
 class Traversal:
@@ -51,6 +62,9 @@ class Traversal:
         self.strings = self.visit.get("String", ())
         self.decorators = self.visit.get("Decorator", ())
         self.prose: set[int] = set()  # ids of string constants that are messages
+        # with no handler for them, visiting the Load/Store/operator leaves does nothing
+        handled = set(self.visit) | set(self.leave)
+        self.skipped = frozenset(field for field, kinds in LEAF_FIELDS.items() if not handled & _leaf_names(kinds))
 
     def run(self, tree: ast.Module) -> None:
         self._body(tree.body)
@@ -118,7 +132,7 @@ class Traversal:
             for decorator in node.decorator_list:
                 for fn in self.decorators:
                     fn(decorator)
-        for field in node._fields:
+        for field in child_fields(kind, self.skipped):
             value = getattr(node, field)
             if type(value) is list:
                 if value and isinstance(value[0], ast.stmt):

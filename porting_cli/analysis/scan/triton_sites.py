@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import iter_statements, qualname
+from .nodes import module_statements, qualname
 from .source import mentions
 
 JIT = frozenset({"triton.jit", "triton.autotune", "triton.heuristics", "torch.library.triton_op"})
@@ -61,7 +61,7 @@ class TritonSites:
         """Every name an import binds, relative imports (`from .ops import kernel`) included
         (imports are statements: the statement lists hold them all)."""
         if self._import_names is None:
-            self._import_names = {(a.asname or a.name).split(".")[0] for n in iter_statements(self.tree.body)
+            self._import_names = {(a.asname or a.name).split(".")[0] for n in module_statements(self.tree)
                               if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
         return self._import_names
 
