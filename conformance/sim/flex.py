@@ -98,8 +98,8 @@ def _faulted(name: str, result):
 
 def _dense_backward(hop, query, key, value, out, logsumexp, grad_out, grad_logsumexp, fw_graph, joint_graph,
                     block_mask, scale, kernel_options, score_mod_other_buffers, mask_mod_other_buffers):
-    """flex_attention_backward's results (grads of q, k, v and of each captured score_mod tensor
-    that requires grad) by autograd through PyTorch's dense forward math (`math_attention`, the
+    """flex_attention_backward's results (grads of q, k, v and of each floating-point captured
+    score_mod tensor) by autograd through PyTorch's dense forward math (`math_attention`, the
     forward kernel's), the HOP's log-sum-exp output in the same log2 units."""
     import torch
     import torch._dynamo._trace_wrapped_higher_order_op as getitem
@@ -127,9 +127,12 @@ def _dense_backward(hop, query, key, value, out, logsumexp, grad_out, grad_logsu
 
 
 def _wants_grad(value) -> bool:
+    """Every floating-point captured tensor gets a gradient: inside a compiled backward graph the
+    kernel is given plain tensors (requires_grad False) where the graph still wants the gradient
+    of a captured tensor that required it when traced; autograd drops what is not needed."""
     import torch
 
-    return isinstance(value, torch.Tensor) and value.requires_grad
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
 def _autograd_inside_kernel():
