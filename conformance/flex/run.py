@@ -55,6 +55,10 @@ def _flex(ctx: Any, mode: str):
         return flex_attention, None
     from conformance.compiling.watch import CompileWatch
 
+    # Every item compiles the one flex_attention code object: what earlier items left in its
+    # cache (another backend, static shapes, a trace a refusal cut short) must not count as
+    # this item's recompiles, so each compiles afresh.
+    torch._dynamo.reset()
     watch = CompileWatch(ctx.compile_backend, ctx.config.compile)
     compiled = watch.compile(flex_attention, dynamic=ctx.config.compile.dynamic or None)
 
@@ -88,7 +92,8 @@ def run_item(item: WorkItem, ctx: Any) -> Result:
                      backward)
                 if watch.facts().recompiles > before:
                     return result_for(item, RegistrationFailed(
-                        "torch.compile(flex_attention) recompiled under --dynamic for a second length"), **fields)
+                        "torch.compile(flex_attention) recompiled under --dynamic for a second length"),
+                        failing_op=FORWARD_OP, compile=watch.facts().to_dict(), **fields)
         except Exception as exc:  # noqa: BLE001 - judged below
             if (refused := refusal(exc, torch.device(ctx.device).type)) is not None:
                 return result_for(item, refused, failing_op=FORWARD_OP, **fields)

@@ -79,3 +79,30 @@ def test_recorder_records_the_hop_and_the_ops_inside_it(sim_device, device):
     if grad:
         assert recorder.ops["higher_order.flex_attention_backward"] == 1
     assert all(not isinstance(c.func, torch._ops.HigherOrderOperator) for c in recorder.calls)
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_sims_flex_backward_gives_the_gradient_of_a_captured_bias_however_it_is_indexed(sim_device, chained):
+    # Transformers' score_mods index a captured mask chained (mask[b][h][q][kv]); PyTorch's dense
+    # backward rejects that when the mask requires grad ("idx shape ... must match value shape").
+    import math
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 8, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    bias = torch.randn(2, 2, 8, 8, generator=gen, dtype=torch.float64)
+    weights = torch.randn(2, 2, 8, 8, generator=gen, dtype=torch.float64)
+
+    def grads(device, attend):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v, bias)]
+        (attend(*leaves) * weights.to(device)).sum().backward()
+        return [t.grad.cpu() for t in leaves]
+
+    def flex_on_sim(qs, ks, vs, bs):
+        mod = (lambda s, b, h, i, j: s + bs[b][h][i][j]) if chained else (lambda s, b, h, i, j: s + bs[b, h, i, j])
+        return _flex(qs, ks, vs, score_mod=mod)
+
+    def dense(qs, ks, vs, bs):
+        return torch.softmax(qs @ ks.transpose(-1, -2) / math.sqrt(8) + bs, -1) @ vs
+
+    for got, want in zip(grads("sim", flex_on_sim), grads("cpu", dense)):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)

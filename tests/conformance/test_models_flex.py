@@ -71,3 +71,12 @@ def test_model_whose_flex_path_fails_on_the_cpu_too_is_a_model_bug_not_the_backe
     assert result.status is Status.REF_ERROR, result.message
     assert result.message.startswith("model bug on CPU: its flex_attention path fails on the CPU too")
     assert "IndexError" in result.message
+
+
+def test_model_whose_score_mod_indexes_a_mask_that_requires_grad_passes_backward(flex_ctx):
+    # Doge's score_mod reads its learned dynamic mask as mask[b][h][q][kv]: PyTorch's dense flex
+    # backward rejected that chained indexing ("idx shape ... must match value shape"), and the
+    # mask's gradient must reach the parameters it is made of (A, dt_proj) on the device too.
+    result = run(flex_ctx, "doge", "backward")
+    assert result.status is Status.PASS, result.message
+    assert result.aten_ops.get("higher_order.flex_attention_backward", 0) >= 1
