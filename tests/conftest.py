@@ -7,8 +7,9 @@ session; the subprocesses that tests start inherit it.
 
 The suite runs on every core (pytest-xdist, pyproject's addopts): each worker process isolates
 itself in a folder of its own inside the controller's, and uses its share of the cores for
-torch's threads. The workers share one thing, the sim device's build cache, so the C++
-extension is compiled once per run, not once per worker (its build lock is made for that).
+torch's threads. The workers share two things: the sim device's build cache, so the C++
+extension is compiled once per run, not once per worker (its build lock is made for that), and
+the docs examples' seed database (tests/docs/test_docs_examples.py), built once under a lock.
 """
 
 from __future__ import annotations
@@ -156,8 +157,16 @@ _HEAVIEST_FIRST = (
 )
 
 
+# Files whose tests share one Ray head (the `ray_head` fixture of tests/conformance/conftest.py):
+# one unit, so that one worker starts one head for them all, in collection order.
+_RAY_HEAD_FILES = ("tests/conformance/test_engine_ray.py", "tests/conformance/test_engine_ray_cluster.py")
+
+
 def _unit(nodeid: str) -> str:
-    return nodeid if nodeid.startswith(_DOCS_PAGES) else nodeid.split("::", 1)[0]
+    if nodeid.startswith(_DOCS_PAGES):
+        return nodeid
+    path = nodeid.split("::", 1)[0]
+    return _RAY_HEAD_FILES[0] if path in _RAY_HEAD_FILES else path
 
 
 def _weight(nodeid: str) -> int:

@@ -232,7 +232,7 @@ def _diffusers_item(item: WorkItem, seed: int):
     from conformance.models.diffusers import forward, zoo
     from conformance.models.diffusers.item import make_inputs
 
-    entry = zoo.catalogue().get(item.subject)
+    entry = zoo.entry_of(item.subject)
     if entry is None:
         return result_for(item, NotApplicable(f"unknown Diffusers model class {item.subject!r}"))
     extra: dict[str, Any] = {"library": "diffusers", "family": entry.family, "class": entry.class_name}

@@ -86,6 +86,24 @@ def test_plan_selects_by_glob_and_family_and_rejects_transformers_options():
         plan(ModelOptions(library="diffusers", archs=("NoSuch*",)))
 
 
+def test_class_names_select_the_catalogues_entries_without_building_it():
+    """`--arch` with class names only (and a worker's one item) looks its classes up alone: the
+    same entries, in the catalogue's order, as the whole catalogue gives; an unknown name is refused."""
+    from conformance.models.diffusers import zoo
+
+    names = ["diffusers:UNet2DModel", "AutoencoderTiny", "UNet2DModel", "MultiControlNetModel"]
+    zoo.catalogue.cache_clear()
+    chosen = zoo.select(names)
+    assert zoo.catalogue.cache_info().currsize == 0, "the whole catalogue was built for class names"
+    whole = zoo.catalogue()
+    assert chosen == [e for e in whole.values() if e.class_name in {n.removeprefix("diffusers:") for n in names}]
+    assert [zoo.entry_of(s) for s in ("diffusers:FluxTransformer2DModel", "diffusers:AutoencoderKLWan")] == [
+        whole["diffusers:FluxTransformer2DModel"], whole["diffusers:AutoencoderKLWan"]]
+    assert zoo.entry_of("diffusers:NoSuchModel") is None and zoo.entry_of("diffusers:DDPMScheduler") is None
+    with pytest.raises(InputError, match="no Diffusers model class matches 'NoSuchModel'"):
+        zoo.select(["UNet2DModel", "NoSuchModel"])
+
+
 @pytest.mark.parametrize("class_name, family", [
     ("UNet2DConditionModel", "image"), ("WanTransformer3DModel", "video"), ("CosmosTransformer3DModel", "world-model"),
     ("AutoencoderKLWan", "autoencoder"), ("FluxControlNetModel", "controlnet"), ("T2IAdapter", "adapter"),

@@ -1,4 +1,4 @@
-"""The Ray executor on a local 2-CPU Ray instance with the sim device: the local pool's statuses
+"""The Ray executor on a 2-CPU loopback Ray instance with the sim device: the local pool's statuses
 for one faulty plan (stored through run_items as they finish), a crash contained to its item, a
 hang cut off as TIMEOUT.
 
@@ -11,7 +11,6 @@ fallback op; running this plan through the pool here too proved nothing more, at
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 
@@ -20,6 +19,7 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip ins
 from conformance.engine.config import RunConfig  # noqa: E402
 from conformance.engine.local import run_items  # noqa: E402
 from conformance.engine.ray import RayExecutor  # noqa: E402
+from conformance.engine.ray_connect import join  # noqa: E402
 from conformance.planning import OpsOptions  # noqa: E402
 from conformance.suite import plan as plan_command  # noqa: E402
 from op_db.errors import InputError  # noqa: E402
@@ -46,16 +46,17 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def ray_instance():
-    """A private local Ray instance with 2 CPUs, quiet and on loopback, for the whole module."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                 namespace="neuron-check-tests", _node_ip_address="127.0.0.1")
-        try:
-            yield ray
-        finally:
-            ray.shutdown()
+def ray_instance(ray_head, ray_nodes):
+    """Ray with 2 CPUs, quiet and on loopback, for the whole module, this process its driver: a
+    2-CPU node on the session's head (tests/conformance/conftest.py; its start is most of a
+    Ray start), which the executor finds initialised and uses as it is."""
+    ray_nodes.add(num_cpus=2)
+    ray_head.wait_for_nodes()
+    join(ray, ray_head.address, "127.0.0.1")  # as the executor joins a loopback cluster
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

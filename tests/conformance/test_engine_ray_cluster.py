@@ -5,9 +5,10 @@ whose last node goes stops as interrupted and is finished by a resume on a node 
 later; a dist world whose node dies is rerun whole. (A crash on a healthy node stays CRASH:
 test_engine_ray.py, test_engine_ray_connect.py.) The tests run in order, on one cluster.
 
-One cluster: a head that only hosts the driver (no CPU, so no actor runs there) and one-CPU
-nodes. Every process of it is stopped when the module ends, pass or fail. Slow (a minute or
-more): Ray nodes and actors that import torch start several times.
+One cluster: the session's head that only hosts the driver (no CPU, so no actor runs there;
+tests/conformance/conftest.py, shared with test_engine_ray.py) and this module's one- and
+two-CPU nodes, removed when the module ends, pass or fail. Slow (a minute or more): Ray nodes
+and actors that import torch start several times.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import threading
 import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'neuron-check[ray]'")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from conformance.engine.config import RunConfig  # noqa: E402
 from conformance.engine.local import RunSummary, run_items  # noqa: E402
@@ -51,24 +51,39 @@ OPS = ("abs", "add", "mul", "cumprod", "tanh", "sin", "cos", "exp", "neg", "sub"
 KILL_AFTER_S = 0.2
 
 
+class ModuleCluster:
+    """The shared head (driver only) as this module uses it: the nodes it adds (all at
+    127.0.0.1, through ray_nodes, so they are removed when the module ends), by name in `named`."""
+
+    def __init__(self, head, nodes) -> None:
+        self.head, self.nodes, self.named = head, nodes, {}
+
+    @property
+    def address(self) -> str:
+        return self.head.address
+
+    @property
+    def worker_nodes(self) -> list:
+        return self.head.worker_nodes
+
+    def add_node(self, **node_args):
+        return self.nodes.add(**node_args)
+
+    def remove_node(self, node, allow_graceful: bool = True) -> None:
+        self.head.remove_node(node, allow_graceful)
+
+
 @pytest.fixture(scope="module")
-def cluster():
-    """Head (driver only) + nodes "a" and "b", all at 127.0.0.1; torn down whatever happens."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        # Ray's own memory monitor kills workers when the machine (shared with other jobs) is
-        # nearly full; that would test the machine, not the executor.
-        patch.setenv("RAY_memory_monitor_refresh_ms", "0")
-        made = Cluster(initialize_head=True, head_node_args={"node_ip_address": LOOPBACK, "num_cpus": 0,
-                                                              "include_dashboard": False})
-        try:
-            made.named = {name: made.add_node(node_ip_address=LOOPBACK, num_cpus=1) for name in ("a", "b")}
-            made.wait_for_nodes()
-            yield made
-        finally:
-            if ray.is_initialized():
-                ray.shutdown()
-            made.shutdown()
+def cluster(ray_head, ray_nodes):
+    """The session's head (driver only) + nodes "a" and "b"; the driver let go whatever happens."""
+    made = ModuleCluster(ray_head, ray_nodes)
+    try:
+        made.named = {name: made.add_node(num_cpus=1) for name in ("a", "b")}
+        ray_head.wait_for_nodes()
+        yield made
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +135,7 @@ class _NodeKiller:
     dies in the middle of its next item. A victim given as (node, True, when) gets SIGTERM first,
     as `ray stop` does, so Ray marks it dead at once; otherwise SIGKILL, as when a host dies."""
 
-    def __init__(self, cluster: Cluster, victims: list):
+    def __init__(self, cluster: ModuleCluster, victims: list):
         self.cluster, self.victims = cluster, list(victims)
         self.seen: list[Result] = []
         self.timers: list[threading.Timer] = []
@@ -153,7 +168,7 @@ def _run(items, config, store: Store, run_id: int, watch) -> RunSummary:
             watch.join()
 
 
-def _ray_config(cluster: Cluster, profile: str) -> RunConfig:
+def _ray_config(cluster: ModuleCluster, profile: str) -> RunConfig:
     return RunConfig(backend="sim", device="sim", jobs=2, timeout_s=60.0, sim_profile=profile,
                      suite_options=OpsOptions(max_samples=2), executor="ray", ray_address=cluster.address,
                      ray_connect_timeout_s=60.0)
@@ -197,7 +212,8 @@ def test_a_run_whose_last_node_dies_stops_and_a_resume_finishes_it(local_run, cl
         done = store.stored_items(run_id)
         assert len(done) == first.done == len(killer.seen) < len(items)
 
-        cluster.named["c"] = c = cluster.add_node(node_ip_address=LOOPBACK, num_cpus=1)
+        # Two CPUs, so that the next test's worlds of 2 ranks can land on it too.
+        cluster.named["c"] = c = cluster.add_node(num_cpus=2)
         left = [item for item in items if item not in done]
         resumed: list[Result] = []
         second = _run(left, config, store, run_id, resumed.append)
@@ -221,7 +237,10 @@ def test_a_world_whose_node_dies_is_rerun_whole(cluster, tmp_path):
         {"op": op, "kind": "delay", "value": 1.0} for op in ("all_reduce", "broadcast", "all_gather")]}))
     items = [WorkItem("dist", subject, "contig", "float32", "eager") for subject in ("all_reduce.sum", "broadcast",
                                                                                       "all_gather")]
-    hosts = [cluster.add_node(node_ip_address=LOOPBACK, num_cpus=2) for _ in range(2)]
+    # Two 2-CPU nodes: c, which joined for the resume above, if it is up (a node's start takes
+    # seconds), and new ones for the rest.
+    hosts = [node for node in (cluster.named.get("c"),) if node is not None and node in cluster.worker_nodes]
+    hosts += [cluster.add_node(num_cpus=2) for _ in range(2 - len(hosts))]
     killer = _NodeKiller(cluster, [])
     first_world = {}
 

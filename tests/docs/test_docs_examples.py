@@ -29,7 +29,7 @@ from doc_examples import (  # noqa: E402
     page_folder,
     parse_markers,
     run_example,
-    seed_database,
+    shared_seed_database,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,9 +43,13 @@ PAGES = [p for p in doc_pages(ROOT) if examples_in(p, ROOT)]
 
 @pytest.fixture(scope="session")
 def seeded_db(tmp_path_factory) -> Path:
-    """A results database holding one small sim run, for examples that read runs."""
+    """A results database holding one small sim run, for examples that read runs: one for the
+    whole run, in the run's folder (tests/conftest.py) that every xdist worker sees, since
+    pages run on every worker."""
     env = example_env(dict(os.environ), str(Path(sys.executable).parent))
-    return seed_database(tmp_path_factory.mktemp("seed"), env)
+    run_root = os.environ.get("NEURON_CHECK_TESTS_RUN_ROOT")
+    folder = Path(run_root, "docs-seed") if run_root else tmp_path_factory.mktemp("seed")
+    return shared_seed_database(folder, env)
 
 
 def _run_page(page: Path, folder: Path, seed: Path) -> tuple[list[str], list[str]]:

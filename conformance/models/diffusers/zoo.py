@@ -60,35 +60,54 @@ def is_diffusers(subject: str) -> bool:
 
 
 def model_classes() -> dict[str, type]:
-    """Every exported ModelMixin subclass, by name, sorted."""
+    """Every exported ModelMixin subclass, by name, sorted. This imports every module of
+    Diffusers (its pipelines too: seconds a process); model_class(name) imports one."""
+    import diffusers
+
+    found = {name: model_class(name) for name in dir(diffusers)}
+    return {name: cls for name, cls in sorted(found.items()) if cls is not None}
+
+
+def model_class(name: str) -> type | None:
+    """The exported ModelMixin subclass `name` (its own module imported only), else None."""
     import inspect
 
     import diffusers
 
+    try:
+        value = getattr(diffusers, name)
+    except Exception:  # noqa: BLE001 - an export whose optional backend is missing is no model
+        return None
     base = diffusers.ModelMixin
-    found = {}
-    for name in dir(diffusers):
-        try:
-            value = getattr(diffusers, name)
-        except Exception:  # noqa: BLE001 - an export whose optional backend is missing is no model
-            continue
-        if inspect.isclass(value) and issubclass(value, base) and value is not base:
-            found[name] = value
-    return dict(sorted(found.items()))
+    return value if inspect.isclass(value) and issubclass(value, base) and value is not base else None
+
+
+def _entry(name: str, cls: type) -> DiffusersEntry:
+    from conformance.models.diffusers.families import family_of, modality_of
+    from conformance.models.diffusers.shrink import default_config
+
+    return DiffusersEntry(name, cls.__module__, family_of(name, cls.__module__, default_config(cls)),
+                          modality_of(name, cls.__module__))
 
 
 @functools.lru_cache(maxsize=1)
 def catalogue() -> dict[str, DiffusersEntry]:
     """Every model class's entry, keyed by subject."""
-    from conformance.models.diffusers.families import family_of, modality_of
-    from conformance.models.diffusers.shrink import default_config
+    entries = (_entry(name, cls) for name, cls in model_classes().items())
+    return {entry.subject: entry for entry in entries}
 
-    entries = {}
-    for name, cls in model_classes().items():
-        entry = DiffusersEntry(name, cls.__module__, family_of(name, cls.__module__, default_config(cls)),
-                               modality_of(name, cls.__module__))
-        entries[entry.subject] = entry
-    return entries
+
+@functools.lru_cache(maxsize=None)
+def entry_of(subject: str) -> DiffusersEntry | None:
+    """catalogue().get(subject) without the whole catalogue: what a worker running one item
+    needs (the catalogue's imports would cost it seconds of CPU)."""
+    name = subject.removeprefix(PREFIX)
+    cls = model_class(name) if is_diffusers(subject) else None
+    return None if cls is None else _entry(name, cls)
+
+
+GLOB = "*?["  # what makes an --arch pattern a glob (fnmatch)
+_NO_MATCH = "no Diffusers model class matches {pattern}; see `neuron-check models --library diffusers --list`."
 
 
 def select(archs: list[str] | None = None, families: list[str] | None = None) -> list[DiffusersEntry]:
@@ -100,12 +119,18 @@ def select(archs: list[str] | None = None, families: list[str] | None = None) ->
     for family in families or []:
         if family not in FAMILIES:
             raise InputError(f"unknown family {family!r}; known families: {', '.join(FAMILIES)}.")
+    if archs and not families and not any(set(GLOB) & set(pattern) for pattern in archs):
+        # Class names only: their entries, without importing every module for the catalogue.
+        exact = {pattern: entry_of(PREFIX + pattern.removeprefix(PREFIX)) for pattern in archs}
+        for pattern, entry in exact.items():
+            if entry is None:
+                raise InputError(_NO_MATCH.format(pattern=repr(pattern)))
+        return sorted({e.subject: e for e in exact.values()}.values(), key=lambda e: e.subject)
     chosen = [e for e in catalogue().values() if not families or e.family in families]
     for pattern in archs or []:
         name = pattern.removeprefix(PREFIX)
         if not any(fnmatch.fnmatchcase(e.class_name, name) for e in catalogue().values()):
-            raise InputError(f"no Diffusers model class matches {pattern!r}; see "
-                             "`neuron-check models --library diffusers --list`.")
+            raise InputError(_NO_MATCH.format(pattern=repr(pattern)))
     if archs:
         names = [p.removeprefix(PREFIX) for p in archs]
         chosen = [e for e in chosen if any(fnmatch.fnmatchcase(e.class_name, n) for n in names)]
@@ -134,7 +159,7 @@ def build_model(entry: DiffusersEntry, seed: int = 0) -> Any:
     """The tiny model of `entry`: float32, random weights under `seed`, eval mode, on CPU."""
     import torch
 
-    cls = model_classes()[entry.class_name]
+    cls = model_class(entry.class_name)
     try:
         torch.manual_seed(seed)
         model = _instantiate(cls, seed)
@@ -174,17 +199,16 @@ def _with_companion(model: Any, seed: int) -> Any:
     if type(model).__name__ not in COMPANIONS:
         return model
     companion_name, attach = COMPANIONS[type(model).__name__]
-    companion_cls = model_classes()[companion_name]
+    companion_cls = model_class(companion_name)
     torch.manual_seed(seed + 1)
     return getattr(type(model), attach)(model, companion_cls(**tiny_config(companion_cls)))
 
 
 def _wrapped_class(cls: type) -> type | None:
     """The class a Multi* wrapper holds: its name without "Multi" (MultiAdapter -> T2IAdapter)."""
-    classes = model_classes()
     if "Multi" not in cls.__name__:
         return None
     name = cls.__name__.replace("Multi", "")
     if name == "Adapter":
         name = "T2IAdapter"
-    return classes.get(name)
+    return model_class(name)
