@@ -159,7 +159,8 @@ _HEAVIEST_FIRST = (
 
 # Files whose tests share one Ray head (the `ray_head` fixture of tests/conformance/conftest.py):
 # one unit, so that one worker starts one head for them all, in collection order.
-_RAY_HEAD_FILES = ("tests/conformance/test_engine_ray.py", "tests/conformance/test_engine_ray_cluster.py")
+_RAY_HEAD_FILES = ("tests/conformance/test_engine_ray.py", "tests/conformance/test_engine_ray_cluster.py",
+                   "tests/conformance/test_quant_ray.py")
 
 
 def _unit(nodeid: str) -> str:

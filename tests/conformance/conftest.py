@@ -104,8 +104,8 @@ class RayNodes:
 @pytest.fixture(scope="session")
 def ray_head():
     """A loopback Ray cluster's head for every Ray test module of this process that can share
-    one (test_engine_ray.py, test_engine_ray_cluster.py: tests/conftest.py sends them to the
-    same xdist worker): a head's start is most of a Ray start. It has no CPU, so it hosts the
+    one (test_engine_ray.py, test_engine_ray_cluster.py, test_quant_ray.py: tests/conftest.py sends
+    them to the same xdist worker): a head's start is most of a Ray start. It has no CPU, so it hosts the
     drivers and no actor; a module adds the nodes it runs on (ray_nodes). Every process of
     it is stopped when the session ends, pass or fail."""
     ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'neuron-check[ray]'")

@@ -29,18 +29,27 @@ class Collect(logging.Handler):
 
 @pytest.fixture
 def collected(monkeypatch):
+    """The table's loggers as they are before any silencing, each collecting what it emits.
+
+    Earlier tests of this process may have silenced them (the CLI does) or set a library's
+    verbosity; both are undone here and restored afterwards."""
     monkeypatch.delenv("NEURON_CHECK_DEBUG", raising=False)
     handler = Collect()
     loggers = [logging.getLogger(noise.logger) for noise in KNOWN_NOISE]
-    saved = [(lg, list(lg.filters), lg.propagate) for lg in loggers]
+    saved = [(lg, list(lg.filters), lg.propagate, lg.level, lg.disabled) for lg in loggers]
     for lg in loggers:
+        lg.filters[:] = [f for f in lg.filters if type(f).__name__ != "_DropKnown"]
         lg.addHandler(handler)
         lg.propagate = False
+        lg.setLevel(logging.WARNING)
+        lg.disabled = False
     yield handler
-    for lg, filters, propagate in saved:
+    for lg, filters, propagate, level, disabled in saved:
         lg.removeHandler(handler)
         lg.filters[:] = filters
         lg.propagate = propagate
+        lg.setLevel(level)
+        lg.disabled = disabled
 
 
 def test_every_table_row_has_a_sample():

@@ -1,12 +1,11 @@
-"""`neuron-check quant --executor ray` on a private local Ray instance (2 CPUs; one worker, so
-torchao imports once) with the sim device: the Ray worker gives the statuses the local pool
+"""`neuron-check quant --executor ray` on a 2-CPU node of the session's loopback Ray head
+(tests/conformance/conftest.py; one worker, so torchao imports once) with the sim device: the Ray worker gives the statuses the local pool
 gives (tests/conformance/test_quant.py), a fault on the integer matmul failing the one recipe
 that runs it."""
 
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 
@@ -15,6 +14,7 @@ pytest.importorskip("torchao")
 
 from conformance.engine.config import RunConfig  # noqa: E402
 from conformance.engine.local import run_items  # noqa: E402
+from conformance.engine.ray_connect import join  # noqa: E402
 from conformance.quant.plan import QuantOptions  # noqa: E402
 from conformance.suite import plan as plan_command  # noqa: E402
 from op_db.records import Status  # noqa: E402
@@ -24,14 +24,14 @@ INT_MM_FAULT = {"name": "quant-ray", "faults": [{"op": "aten.mm.default", "dtype
 EXPECTED = {"int8_dynamic_int8_weight": Status.MISMATCH, "int8_weight_only": Status.PASS}
 
 
-def test_ray_workers_give_the_local_statuses(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+def test_ray_workers_give_the_local_statuses(tmp_path, ray_head, ray_nodes):
     profile = tmp_path / "faults.json"
     profile.write_text(json.dumps(INT_MM_FAULT))
     options = QuantOptions(recipes=tuple(EXPECTED), targets=("linear.g64",), dtypes=("fp32",))
     items = plan_command("quant", options)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-             namespace="neuron-check-tests", _node_ip_address="127.0.0.1")
+    ray_nodes.add(num_cpus=2)
+    ray_head.wait_for_nodes()
+    join(ray, ray_head.address, "127.0.0.1")  # as the executor joins a loopback cluster
     try:
         with Store.open(tmp_path / "runs.db") as store:
             config = RunConfig(backend="sim", device="sim", jobs=1, timeout_s=120.0, suite_options=options,
