@@ -123,6 +123,19 @@ def isolated_environment():
     return _ROOT
 
 
+@pytest.fixture(autouse=True)
+def sim_profile_of_this_test_only():
+    """Opening sim with a profile records it in NEURON_CHECK_SIM_PROFILE for the workers to
+    inherit (conformance/backends/opening.py); a test that does so in-process must not hand it
+    to the next test's subprocesses (a later `--device cuda` case then read as `--sim-profile`)."""
+    before = os.environ.get("NEURON_CHECK_SIM_PROFILE")
+    yield
+    if before is None:
+        os.environ.pop("NEURON_CHECK_SIM_PROFILE", None)
+    else:
+        os.environ["NEURON_CHECK_SIM_PROFILE"] = before
+
+
 def pytest_unconfigure(config):
     """Restore the environment and remove the folder, in every process: an xdist controller
     runs no test (so no session fixture) but owns the folder its workers' folders are in."""
