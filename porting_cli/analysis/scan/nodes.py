@@ -215,16 +215,27 @@ class Strings:
         return out
 
 
+#: the fields of a compound statement that hold statement lists, in the order they are walked
+#: (a handler's or a case's list is its own `body`)
+BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+@functools.lru_cache(maxsize=None)
+def block_fields(kind: type) -> tuple[str, ...]:
+    """The BLOCK_FIELDS statement type ``kind`` has."""
+    return tuple(field for field in BLOCK_FIELDS if field in kind._fields)
+
+
 def iter_blocks(stmt: ast.stmt):
-    """The statement lists nested directly in a compound statement."""
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(stmt, field, None)
-        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+    """The statement lists nested directly in a compound statement (none in an expression's
+    `body`, such as a lambda's)."""
+    for field in block_fields(type(stmt)):
+        block = getattr(stmt, field)
+        if field == "handlers" or field == "cases":
+            for part in block:
+                yield part.body
+        elif type(block) is list and block and isinstance(block[0], ast.stmt):
             yield block
-    for handler in getattr(stmt, "handlers", ()):
-        yield handler.body
-    for case in getattr(stmt, "cases", ()):
-        yield case.body
 
 
 def iter_statements(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -235,18 +246,11 @@ def iter_statements(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
-_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
 def _collect(body: list[ast.stmt], out: list[ast.stmt]) -> None:
+    # iter_blocks inlined: this runs over every statement of every file scanned
     for stmt in body:
         out.append(stmt)
-        kind = type(stmt)
-        fields = _BLOCK_FIELDS.get(kind)
-        if fields is None:
-            fields = _BLOCK_FIELDS[kind] = tuple(f for f in ("body", "orelse", "finalbody", "handlers", "cases")
-                                                 if f in kind._fields)
-        for field in fields:
+        for field in block_fields(type(stmt)):
             block = getattr(stmt, field)
             if field == "handlers" or field == "cases":
                 for part in block:
