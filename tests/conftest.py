@@ -123,17 +123,28 @@ def isolated_environment():
     return _ROOT
 
 
-@pytest.fixture(autouse=True)
-def sim_profile_of_this_test_only():
-    """Opening sim with a profile records it in NEURON_CHECK_SIM_PROFILE for the workers to
-    inherit (conformance/backends/opening.py); a test that does so in-process must not hand it
-    to the next test's subprocesses (a later `--device cuda` case then read as `--sim-profile`)."""
+def _restore_sim_profile():
     before = os.environ.get("NEURON_CHECK_SIM_PROFILE")
     yield
     if before is None:
         os.environ.pop("NEURON_CHECK_SIM_PROFILE", None)
     else:
         os.environ["NEURON_CHECK_SIM_PROFILE"] = before
+
+
+@pytest.fixture(autouse=True)
+def sim_profile_of_this_test_only():
+    """Opening sim with a profile records it in NEURON_CHECK_SIM_PROFILE for the workers to
+    inherit (conformance/backends/opening.py); a test that does so in-process must not hand it
+    to the next test's subprocesses (a later `--device cuda` case then read as `--sim-profile`)."""
+    yield from _restore_sim_profile()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sim_profile_of_this_module_only():
+    """The same for a module fixture that opens sim with a profile (test_engine_ray's run): it is
+    set up before any test's own fixture looks, so only the module's teardown can undo it."""
+    yield from _restore_sim_profile()
 
 
 def pytest_unconfigure(config):
@@ -204,3 +215,4 @@ def pytest_xdist_make_scheduler(config, log):
 
     config.option.loadscopereorder = False  # keep the heaviest-first order of the collection
     return HeaviestFirst(config, log)
+

@@ -262,9 +262,15 @@ def _env(case_: Case, root: Path) -> dict[str, str]:
             "NEURON_CHECK_DB": str(root / "default.db"), **dict(case_.env)}
 
 
+def _outside_env() -> dict[str, str]:
+    """The worker's environment, less a sim profile an earlier test may have exported: each case
+    names its own."""
+    return {k: v for k, v in os.environ.items() if k != "NEURON_CHECK_SIM_PROFILE"}
+
+
 def _own_process(case_: Case, root: Path) -> tuple[int, str]:
     proc = subprocess.run([sys.executable, "-m", "porting_cli", *case_.argv], cwd=root,
-                          env={**os.environ, **_env(case_, root)}, capture_output=True, text=True,
+                          env={**_outside_env(), **_env(case_, root)}, capture_output=True, text=True,
                           timeout=240, stdin=subprocess.DEVNULL)
     return proc.returncode, proc.stderr
 
@@ -273,7 +279,7 @@ def _batch(cases: list[Case], roots: dict[str, Path], workdir: Path, number: int
     spec, outcomes = workdir / f"batch-{number}.json", workdir / f"batch-{number}-out.json"
     spec.write_text(json.dumps([{"id": c.id, "argv": list(c.argv), "cwd": str(roots[c.id]),
                                  "env": _env(c, roots[c.id])} for c in cases]))
-    env = {**os.environ, "PYTHONPATH": _env(cases[0], workdir)["PYTHONPATH"]}
+    env = {**_outside_env(), "PYTHONPATH": _env(cases[0], workdir)["PYTHONPATH"]}
     subprocess.run([sys.executable, str(REPO / "tests" / "cli_batch.py"), str(spec), str(outcomes)],
                    cwd=workdir, env=env, capture_output=True, timeout=900, stdin=subprocess.DEVNULL, check=True)
     return {name: (got["code"], got["stderr"]) for name, got in json.loads(outcomes.read_text()).items()}

@@ -71,7 +71,9 @@ def test_a_failing_rank_is_blamed_on_its_own_line_not_on_the_spawn_call(neuron_c
     assert exc["user_traceback"][-2].startswith(f"rank_raises.py:{marked(script, 'call')} in work")
     assert exc["process"] == "rank 1"
     outcomes = dict((p["rank"], p["outcome"]) for p in report["runtime"]["processes"])
-    assert outcomes[1] == "raised" and outcomes[0] in ("finished", "terminated")  # mp.spawn may end rank 0
+    # mp.spawn ends rank 0 once rank 1 fails; on a loaded machine that can come before rank 0 has
+    # started tracing (still importing torch), and then it has no record to name it by.
+    assert outcomes[1] == "raised" and outcomes.get(0, "terminated") in ("finished", "terminated")
     assert report["verdict"] == "blocked"
     why = f"the script raised ValueError at rank_raises.py:{marked(script, 'raise')} on the target"
     assert any(why in reason for reason in report["reasons"])
