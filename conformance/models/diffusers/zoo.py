@@ -92,9 +92,44 @@ def _entry(name: str, cls: type) -> DiffusersEntry:
 
 @functools.lru_cache(maxsize=1)
 def catalogue() -> dict[str, DiffusersEntry]:
-    """Every model class's entry, keyed by subject."""
-    entries = (_entry(name, cls) for name, cls in model_classes().items())
+    """Every model class's entry, keyed by subject. Deriving it imports every module of
+    Diffusers (seconds of CPU), so the entries are cached per installed Diffusers and per
+    version of the rules here that classify them (op_db/json_cache.py)."""
+    from op_db.json_cache import load_or_build
+
+    stamp = _catalogue_stamp()
+    if stamp is None:  # not installed: the import below says so
+        rows = _catalogue_rows()
+    else:
+        rows = load_or_build("diffusers-catalogue", stamp, _catalogue_rows)
+    entries = (DiffusersEntry(*row) for row in rows)
     return {entry.subject: entry for entry in entries}
+
+
+def _catalogue_rows() -> list[list[str]]:
+    rows = (_entry(name, cls) for name, cls in model_classes().items())
+    return [[e.class_name, e.module, e.family, e.modality] for e in rows]
+
+
+def _catalogue_stamp() -> str | None:
+    """The installed Diffusers (version, and its package file, for an editable install) and the
+    source of the modules that classify its classes, without importing Diffusers."""
+    import importlib.metadata
+    import importlib.util
+    from pathlib import Path
+
+    from op_db.json_cache import file_stamp
+
+    spec = importlib.util.find_spec("diffusers")
+    if spec is None or not spec.origin:
+        return None
+    try:
+        version = importlib.metadata.version("diffusers")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    here = Path(__file__).resolve().parent
+    rules = [str(here / name) for name in ("zoo.py", "families.py", "shrink.py", "geometry.py")]
+    return f"1-{version}-{file_stamp(spec.origin, *rules)}"
 
 
 @functools.lru_cache(maxsize=None)
