@@ -75,4 +75,7 @@ def _preload_in_server(suites: tuple[str, ...]) -> None:
 
 
 if os.environ.get(SUITES_ENV) is not None and SERVER_PID is None:
-    _preload_in_server(tuple(filter(None, os.environ[SUITES_ENV].split(","))))
+    try:
+        _preload_in_server(tuple(filter(None, os.environ[SUITES_ENV].split(","))))
+    except Exception:  # noqa: BLE001 - a worker's own start reports it (init-error), with context
+        pass
