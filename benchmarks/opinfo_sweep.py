@@ -17,8 +17,10 @@ and the engine's hand-offs), paid once per run. Op time is what runs inside the 
 on CPU and device, the CPU reference and float64 oracle included. It also holds the
 dispatch of the aten-op recorder around each device call: harness work that cannot be
 timed apart from the op it wraps, so the overhead figures are, if anything, flattering.
-Also printed: the CPU seconds each configuration's processes used, which, unlike wall,
-does not depend on what else the (shared) machine is running.
+Also printed: the CPU seconds each configuration's processes used (the worker server of
+conformance/engine/preforked.py and its workers included, which outlive the command by a
+moment and are reaped here), which, unlike wall, does not depend on what else the (shared)
+machine is running.
 Targets (2-core machine): full fp32+bf16+fp16 forward sweep with 2 jobs in at most
 6 minutes; jobs=2 at least 1.7x faster than jobs=1; engine wall at most 0.75x the plain loop;
 harness overhead at jobs=1 at most 1.4x op time. `--before REV` runs each configuration
