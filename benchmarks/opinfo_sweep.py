@@ -17,8 +17,10 @@ and the engine's hand-offs), paid once per run. Op time is what runs inside the 
 on CPU and device, the CPU reference and float64 oracle included. It also holds the
 dispatch of the aten-op recorder around each device call: harness work that cannot be
 timed apart from the op it wraps, so the overhead figures are, if anything, flattering.
-Also printed: the CPU seconds each configuration's processes used, which, unlike wall,
-does not depend on what else the (shared) machine is running.
+Also printed: the CPU seconds each configuration's processes used (the worker server of
+conformance/engine/preforked.py and its workers included, which outlive the command by a
+moment and are reaped here), which, unlike wall, does not depend on what else the (shared)
+machine is running.
 Targets (2-core machine): full fp32+bf16+fp16 forward sweep with 2 jobs in at most
 6 minutes; jobs=2 at least 1.7x faster than jobs=1; engine wall at most 0.75x the plain loop;
 harness overhead at jobs=1 at most 1.4x op time. `--before REV` runs each configuration
@@ -54,7 +56,9 @@ def run_engine(dtypes: str, jobs: int, workdir: Path, tree: Path = ROOT, label: 
     started, cpu_before = time.perf_counter(), _children_cpu()
     done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--dtype", dtypes, "--jobs", str(jobs),
                            "--db", str(db), *selection], env=env, capture_output=True, text=True, cwd=tree)
-    wall, cpu = time.perf_counter() - started, _children_cpu() - cpu_before
+    wall = time.perf_counter() - started
+    _reap_orphans()
+    cpu = _children_cpu() - cpu_before
     if done.returncode not in (0, 1):
         sys.exit(f"neuron-check ops failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     with Store.open(db, readonly=True) as store:
@@ -97,6 +101,25 @@ def source_tree(rev: str, workdir: Path) -> Path:
     archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
+
+
+def _adopt_orphans() -> None:
+    """Become the reaper of the runs' orphaned descendants (Linux): the worker server
+    (conformance/engine/preforked.py) and its workers outlive the command by a moment, and
+    their CPU seconds count only once someone here waits for them."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _reap_orphans() -> None:
+    """Wait for every descendant left (they end once the command has: lifeline.py)."""
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
 
 
 def _children_cpu() -> float:
@@ -197,6 +220,7 @@ def main() -> None:
     if args.plain_loop:
         plain_loop(args.plain_loop.split(","), args.plain_threads)
         return
+    _adopt_orphans()
     print(f"OpInfo forward sweep on sim, dtypes {args.dtype}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f} at start")
     rows = {}

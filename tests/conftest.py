@@ -151,8 +151,12 @@ def pytest_unconfigure(config):
     """Restore the environment and remove the folder, in every process: an xdist controller
     runs no test (so no session fixture) but owns the folder its workers' folders are in."""
     _restore(_SAVED)
+    import multiprocessing.util
     import shutil
 
+    # multiprocessing's own exit work first: the engine's worker server (preforked.py) listens
+    # on a socket in a temporary folder inside ours, which its exit hook would find gone.
+    multiprocessing.util._exit_function()
     shutil.rmtree(_ROOT, ignore_errors=True)
 
 

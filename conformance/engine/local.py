@@ -7,7 +7,8 @@ inside a worker. The public entry point is
 
 which commits every Result as it arrives (one transaction each) and stops
 cleanly on Ctrl-C, keeping everything done. Where items run is an `Executor`:
-`LocalExecutor` is a pool of spawned processes on this machine; another
+`LocalExecutor` is a pool of worker processes on this machine (forked from a server that
+has imported the suites, conformance/engine/preforked.py); another
 executor (Ray) implements the same one method and is picked by
 `RunConfig.executor` through `EXECUTORS`.
 """
@@ -20,6 +21,7 @@ import dataclasses
 import importlib
 import multiprocessing
 import multiprocessing.connection
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -201,10 +203,17 @@ _PRESTARTED: list["_Worker"] = []
 
 
 def prestart_workers(jobs: int, suites: tuple[str, ...], executor: str = "local") -> None:
-    """Spawn the local pool's workers now, before the caller plans the run and opens the store:
-    a spawned worker spends seconds importing torch and the suites' databases, and that
-    overlaps the parent's own start-up instead of following it. Unused ones die with us."""
+    """Start the local pool's start-up now, before the caller plans the run and opens the store:
+    importing torch and the suites' databases takes seconds, and that overlaps the parent's own
+    start-up instead of following it. Where workers fork from a preloading server
+    (preforked.py), that server is started, and the run forks its workers from it once it has
+    imported; elsewhere the workers themselves are spawned now. Unused ones die with us."""
     if executor != "local":
+        return
+    from conformance.engine import preforked
+
+    if preforked.available():
+        preforked.context(suites)
         return
     mp = multiprocessing.get_context("spawn")
     while len(_PRESTARTED) < jobs:
@@ -218,7 +227,7 @@ class _Worker:
         from conformance.engine.worker import worker_main
 
         self.conn, child = mp.Pipe()
-        self.process = mp.Process(target=worker_main, args=(child, config, suites), daemon=True)
+        self.process = mp.Process(target=worker_main, args=(child, config, suites, dict(os.environ)), daemon=True)
         self.process.start()
         child.close()
         self.ready = False
@@ -251,11 +260,13 @@ class _Worker:
 
 
 class LocalExecutor(Executor):
-    """`config.jobs` spawned processes, each initialising the backend and suites once."""
+    """`config.jobs` worker processes, each initialising the backend and suites once."""
 
     def execute(self, items: Sequence[WorkItem], config: RunConfig, emit: Callable[[Result], None]) -> None:
-        mp = multiprocessing.get_context("spawn")
+        from conformance.engine import preforked
+
         suites = tuple(sorted({item.suite for item in items}))
+        mp = preforked.context(suites)
         pending = collections.deque(enumerate(items))
         jobs = max(1, min(config.jobs, len(items)))
         workers = [_Worker.get(mp, config, suites) for _ in range(jobs)]

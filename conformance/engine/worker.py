@@ -1,7 +1,7 @@
 """The worker side of the engine: one process that owns the device and runs items.
 
 `init_worker` and `run_one` are the whole contract an executor needs; the local
-process pool (conformance/engine.py) drives them through a pipe with
+process pool (conformance/engine/local.py) drives them through a pipe with
 `worker_main`, and another executor (Ray) can call them in its own actors.
 """
 
@@ -106,7 +106,8 @@ def preload_suites(suites: tuple[str, ...]) -> None:
             pass
 
 
-def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = ()) -> None:
+def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (),
+                environ: dict[str, str] | None = None) -> None:
     """Process entry point of the local pool.
 
     Messages to the parent: ("ready",), ("init-error", text), ("start", index) before each
@@ -114,11 +115,19 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
     harness work (not counted by its time limit) grows, and ("result", index, Result).
     From the parent: ("batch", [(index, item), ...]) and ("stop",). A worker started with
     no `config` (prestarted) preloads `suites`, then waits for ("init", config, suites).
+    `environ`: the parent's environment, which a worker forked from the preloading server
+    (preforked.py) would otherwise not see as it is now (the server's is from its start).
     """
+    from conformance.engine import preforked
     from conformance.engine.import_noise import silence_known_noise
     from conformance.engine.lifeline import die_with_parent
 
-    die_with_parent()  # a worker hung in an op must not outlive a killed parent
+    # A worker hung in an op must not outlive a killed parent: a forked worker dies with the
+    # server, which dies with the parent.
+    die_with_parent(preforked.server_pid())
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     silence_known_noise()
     # Ctrl-C goes to the whole process group: the parent decides what stops, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -82,6 +82,20 @@ def test_other_items_complete_after_crash_and_hang(crash_hang_run):
     assert store.run(run_id)["status"] == "finished"
 
 
+def test_workers_see_the_environment_as_it_is_when_they_start(tmp_path, monkeypatch):
+    """Workers fork from a server started before the run (conformance/engine/preforked.py),
+    whose own environment is from its start: a profile named only in the environment, and
+    only after that start, must still reach the workers, here as atan2's CRASH."""
+    prestart_workers(1, ("opinfo",))
+    config = RunConfig(backend="sim", device="sim", jobs=1, suite_options=OpsOptions(max_samples=1))
+    store, run_id = new_run(tmp_path, config)  # before the profile: this process's sim stays fault-free
+    monkeypatch.setenv("NEURON_CHECK_SIM_PROFILE", str(PROFILES / "crash_hang.json"))
+    summary = run_items(items("add", "atan2", "sub"), config, store, run_id, progress=False)
+    assert {r.subject: r.status for r in store.results(run_id)} == {
+        "add": Status.PASS, "atan2": Status.CRASH, "sub": Status.PASS}
+    assert summary.done == 3
+
+
 def test_run_records_metadata(crash_hang_run):
     store, run_id, _, _, _ = crash_hang_run
     run = store.run(run_id)
