@@ -21,7 +21,8 @@ Suite options (RunConfig.suite_options, a ModelOptions): `attn` ("eager", "sdpa"
 "flex_attention"), `divergence`. With flex_attention the model is built eager and only
 its device copies attend through flex (`_DeviceRun.fresh_model`): every CPU run (the reference,
 the oracle, the input and label probes) attends eagerly, so flex is what the device is asked to
-provide, never a second reference.
+provide, never a second reference. Where the model's own flex path fails on the CPU, or computes
+another function than its eager path there, the item is REF_ERROR (flex_paths.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from conformance.flex.refusal import FORWARD_OP as FLEX_OP, refusal as flex_refusal
+from conformance.models import flex_paths
 from conformance.models.judges import _JUDGES
 from conformance.models.passes import _VARIANTS, NothingToDifferentiate, run_forward, run_generate
 from conformance.models.plan import SUITE, ModelOptions
@@ -110,7 +112,7 @@ def run_item(item: WorkItem, ctx) -> Result:
             and (refused := flex_refusal(failure, ctx.device_type)) is not None:
         return result_for(item, refused, samples=1, failing_op=FLEX_OP, extra=extra)
     if failure is not None and device_run.attn == "flex_attention" \
-            and (bug := _flex_fails_on_cpu(ctx, base, inputs, dtype, seed)) is not None:
+            and (bug := flex_paths.fails_on_cpu(ctx, base, inputs, dtype, seed)) is not None:
         return result_for(item, ReferenceFailed(bug), extra={**extra, "stage": "flex on the CPU"})
     if failure is not None and (bug := device_run.model_bug(failure)) is not None:
         return result_for(item, ReferenceFailed(bug), extra={**extra, "stage": "device placement"})
@@ -129,6 +131,12 @@ def run_item(item: WorkItem, ctx) -> Result:
     if failure is not None:
         return result_for(item, failure, samples=1, failing_op=device_run.failing_op, **fields)
     comparison = _JUDGES[item.variant](device_run.output, ref_out, hi_out)
+    if not comparison.ok and device_run.attn == "flex_attention":
+        with harness():  # before rule 6, whose replay of the device's own flex ops would agree with it
+            differs = flex_paths.disagreement(ctx, base, inputs, dtype, seed)
+        if differs is not None:
+            extra["stage"] = "flex on the CPU"
+            return result_for(item, ReferenceFailed(differs), **fields)
     if not comparison.ok and item.variant in ("forward", "backward"):
         from conformance.models.composite import against_composite
 
@@ -190,40 +198,6 @@ def _flex_refusal(base) -> str | None:
         return f"Transformers refuses attn_implementation='flex_attention': {shorten(str(exc), 300)}"
     finally:
         base.set_attn_implementation("eager")
-    return None
-
-
-def _forget_compiled_flex() -> None:
-    """Transformers compiles flex attention once per process (its WrappedFlexAttention singleton),
-    with whatever default backend is set at that first call; forgetting it makes the next call
-    compile with the backend set now (the device's compiler, or "eager" for the CPU check)."""
-    from transformers.integrations import flex_attention
-
-    wrapped = getattr(flex_attention, "WrappedFlexAttention", None)
-    if wrapped is not None and hasattr(wrapped, "_is_flex_compiled"):
-        wrapped._is_flex_compiled = False
-
-
-def _flex_fails_on_cpu(ctx, base, inputs, dtype, seed) -> str | None:
-    """The REF_ERROR message where the model's own flex path fails on the CPU too (a forward, no
-    gradient, flex compiled with dynamo's plain "eager" backend, none of the tool's
-    instrumentation): then the device's failure is the model's, not the backend's."""
-    import torch
-
-    from conformance.compiling.settings import default_compiler
-
-    model = _copy(base, "cpu", dtype)
-    model.set_attn_implementation("flex_attention")
-    _forget_compiled_flex()
-    try:
-        with torch.no_grad(), default_compiler(ctx.config.compile, "eager"):
-            _on_cpu(run_forward, model, inputs, dtype, seed)
-    except _RefFailure as exc:
-        cause = exc.__cause__ or exc
-        return shorten(f"model bug on CPU: its flex_attention path fails on the CPU too, without the tool: "
-                       f"{type(cause).__name__}: {cause}", 400)
-    finally:
-        _forget_compiled_flex()
     return None
 
 
@@ -363,7 +337,7 @@ class _DeviceRun:
         model = _copy(self.base, self.ctx.device, self.dtype)
         if self.attn == "flex_attention":
             model.set_attn_implementation(self.attn)
-            _forget_compiled_flex()  # compiled afresh by the device's compiler
+            flex_paths.forget_compiled_flex()  # compiled afresh by the device's compiler
         return model
 
     def compiler(self):

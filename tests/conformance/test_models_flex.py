@@ -73,10 +73,33 @@ def test_model_whose_flex_path_fails_on_the_cpu_too_is_a_model_bug_not_the_backe
     assert "IndexError" in result.message
 
 
-def test_model_whose_score_mod_indexes_a_mask_that_requires_grad_passes_backward(flex_ctx):
+DISAGREES = "model bug on CPU: its flex_attention path disagrees with its eager path on the CPU, without the tool"
+
+
+def test_model_whose_score_mod_indexes_a_mask_that_requires_grad_runs_backward(flex_ctx):
     # Doge's score_mod reads its learned dynamic mask as mask[b][h][q][kv]: PyTorch's dense flex
-    # backward rejected that chained indexing ("idx shape ... must match value shape"), and the
-    # mask's gradient must reach the parameters it is made of (A, dt_proj) on the device too.
+    # backward rejected that chained indexing ("idx shape ... must match value shape"), an ERROR;
+    # sim's backward runs it. Doge's flex path drops the causal BlockMask for its dynamic mask, so
+    # it computes another function than its eager path: REF_ERROR, never a MISMATCH of the device
+    # (it used to PASS only by rule 6, the device's own flex ops replayed on the CPU).
     result = run(flex_ctx, "doge", "backward")
-    assert result.status is Status.PASS, result.message
+    assert result.status is Status.REF_ERROR, result.message
+    assert result.message.startswith(DISAGREES)
     assert result.aten_ops.get("higher_order.flex_attention_backward", 0) >= 1
+
+
+def test_model_whose_flex_path_reads_one_heads_bias_is_a_model_bug_not_a_mismatch(flex_ctx):
+    # Transformers' flex integration adds head 0 of an additive mask to every head; Parakeet's
+    # mask is its per-head relative-position scores, so the gradient of relative_k_proj differed
+    # on a fault-free device (MISMATCH before the CPU's two paths were compared).
+    result = run(flex_ctx, "parakeet_rnnt", "backward")
+    assert result.status is Status.REF_ERROR, result.message
+    assert result.message.startswith(DISAGREES)
+    assert result.extra["stage"] == "flex on the CPU"
+
+
+def test_fault_in_the_flex_kernel_of_a_model_whose_paths_agree_is_still_a_mismatch(flex_ctx, use_profile):
+    # The paths check runs only after a failed comparison; llama's paths agree, so the fault stands.
+    use_profile({"faults": [{"op": "higher_order.flex_attention_backward", "kind": "scale", "value": 1.05}]})
+    result = run(flex_ctx, "llama", "backward")
+    assert result.status is Status.MISMATCH, result.message
