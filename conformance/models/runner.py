@@ -332,9 +332,12 @@ class _DeviceRun:
         self.device_output = None  # eager: the output as the device holds it (rule 6 replays toward it)
         self.calls: list = []  # eager: the device's aten calls, kept by reference
 
-    def fresh_model(self):
-        """A new copy of the model on the device, attending through `attn` where one is set."""
-        model = _copy(self.base, self.ctx.device, self.dtype)
+    def fresh_model(self, copied=None):
+        """A new copy of the model on the device, attending through `attn` where one is set;
+        `copied`: a deep copy of `base` made beforehand, outside the dispatch modes (see execute)."""
+        from conformance.models.dtype_plan import cast_model
+
+        model = cast_model(copied if copied is not None else copy.deepcopy(self.base), self.ctx.device, self.dtype)
         if self.attn == "flex_attention":
             model.set_attn_implementation(self.attn)
             flex_paths.forget_compiled_flex()  # compiled afresh by the device's compiler
@@ -362,11 +365,14 @@ class _DeviceRun:
         try:
             with adapter.track_fallbacks() as tracker:
                 try:
+                    # The CPU deep copy is made before the modes: its thousands of CPU clones touch
+                    # no device, so the recorder would only pass them through, at Python speed.
+                    copied = copy.deepcopy(self.base)
                     # Dynamo does not trace under a dispatch mode: compile mode records no ops and
                     # leaves random ops on the device (models run in eval mode: dropout is off).
                     with randoms if self.item.mode != "compile" else contextlib.nullcontext():
                         if self.item.mode == "compile":
-                            self.model = self.fresh_model()
+                            self.model = self.fresh_model(copied)
                             reseed(self.seed, adapter)
                             self.output = _to_cpu(self._run_compiled())
                         else:
@@ -374,7 +380,7 @@ class _DeviceRun:
                             # sequence replayed on the CPU is the second reference of a MISMATCH.
                             with OpRecorder(device_type, keep_calls="references", keep_bytes=KEEP_CALLS_BYTES) as recorder, \
                                     self.compiler():
-                                self.model = self.fresh_model()
+                                self.model = self.fresh_model(copied)
                                 reseed(self.seed, adapter)
                                 self.device_output = self.run(self.model, self.device_inputs())
                                 self.output = _to_cpu(self.device_output)
@@ -405,8 +411,9 @@ class _DeviceRun:
 
         recorder = OpRecorder(self.ctx.device_type, keep_calls="snapshots", keep_bytes=KEEP_CALLS_BYTES)
         try:
+            copied = copy.deepcopy(self.base)  # outside the modes, as in execute
             with RandomOnCpu(self.ctx.device_type), recorder, self.compiler():
-                model = self.fresh_model()
+                model = self.fresh_model(copied)
                 reseed(self.seed, self.ctx.adapter)
                 self.run(model, self.device_inputs())
                 self.ctx.adapter.synchronize()

@@ -46,7 +46,8 @@ def token_ids(config: Any, shape: tuple[int, ...], seed: int):
     import torch
 
     vocab = vocab_size(config)
-    allowed = torch.tensor([i for i in range(vocab) if i not in _all_token_ids(config)] or [vocab - 1])
+    special = _all_token_ids(config)  # once: it serialises every (sub-)config
+    allowed = torch.tensor([i for i in range(vocab) if i not in special] or [vocab - 1])
     picks = torch.randint(0, len(allowed), shape, generator=_generator(seed))
     return allowed[picks]
 

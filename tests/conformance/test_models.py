@@ -324,3 +324,18 @@ def test_oracle_that_cannot_run_gives_way_to_a_float32_oracle(models_ctx, monkey
     assert result.status is Status.PASS, result.message
     assert result.extra["oracle"] == ("float64 oracle unavailable: RuntimeError: expected scalar type Float; "
                                       "float32 oracle used")
+
+
+MM_FAULT = {"name": "mm-1pct", "faults": [{"op": "aten.mm.default", "dtype": "float32", "kind": "scale", "value": 1.01}]}
+
+
+@pytest.mark.parametrize("variant", ["forward", "backward"])
+def test_a_one_percent_mm_fault_is_caught_with_the_device_copy_made_outside_the_recorder(models_ctx, use_profile,
+                                                                                         variant):
+    # The device's deep copy of the model is made before the op recorder starts (runner.execute):
+    # the move onto the device is still recorded, and a 1% fault in a matmul still fails.
+    use_profile(MM_FAULT)
+    result = run(models_ctx, "llama", variant=variant)
+    assert result.status is Status.MISMATCH, result.message
+    assert result.aten_ops["aten.mm.default"] >= 1
+    assert result.aten_ops["aten._to_copy.default"] >= 1
