@@ -20,7 +20,8 @@ time extrapolated (xN); dist and the Diffusers parts are not sampled. Every part
 tree, timed for wall clock and CPU (user+sys of the tree, resource.getrusage(RUSAGE_CHILDREN)):
 on a loaded machine the wall time grows with the load and the CPU time does not, so the load
 average is printed beside each part. `--before REV` runs each part first from a copy of commit
-REV (`git archive`), so that before and after come from one run on one machine, with the ratio.
+REV (`git archive`), so that before and after come from one run on one machine, with the ratio,
+and compares the two runs item by item (each item's status) wherever the part keeps a database.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class Timing:
     load: float  # 1-minute load average when the part ended
     exit: int
     statuses: str
+    db: str = ""  # the part's run database, where it has one
 
 
 def command(part: Part, tree: Path, sample: int, db: str) -> list[str]:
@@ -118,7 +120,33 @@ def run_part(part: Part, tree: Path, sample: int, scratch: Path) -> Timing:
     if done.returncode not in (0, 1):  # 1: some item failed, which a fault-free nightly reports too
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         print(f"  {part.name}: exit {done.returncode}: {tail[0]}", file=sys.stderr)
-    return Timing(wall, cpu, os.getloadavg()[0], done.returncode, statuses(done.stdout, db))
+    return Timing(wall, cpu, os.getloadavg()[0], done.returncode, statuses(done.stdout, db),
+                  db if os.path.exists(db) else "")
+
+
+def item_statuses(db: str) -> dict[tuple[str, ...], str]:
+    """(suite, subject, variant, dtype, mode) -> status of every item in the run database."""
+    from op_db.store import Store
+
+    store = Store.open(db, readonly=True)
+    try:
+        return {(r.suite, r.subject, r.variant, r.dtype, r.mode): r.status.value
+                for run in store.runs() for r in store.results(run["id"])}
+    finally:
+        store.close()
+
+
+def changed_items(before: Timing, after: Timing) -> str:
+    """The item-by-item comparison of two runs of a part: which items changed status, or were
+    lost or gained; "" for a part without a database."""
+    if not (before.db and after.db):
+        return ""
+    was, now = item_statuses(before.db), item_statuses(after.db)
+    changes = [f"{'/'.join(key)}: {was.get(key, 'absent')} -> {now.get(key, 'absent')}"
+               for key in sorted(set(was) | set(now)) if was.get(key) != now.get(key)]
+    if not changes:
+        return f"item by item: all {len(now)} items the same status"
+    return f"item by item: {len(changes)} of {len(set(was) | set(now))} changed: " + "; ".join(changes[:20])
 
 
 def show(label: str, part: Part, timing: Timing, sample: int) -> None:
@@ -157,6 +185,8 @@ def main() -> int:
             show("after" if before is not None else "", part, now, args.sample)
             total["after"][0] += now.wall
             total["after"][1] += now.cpu
+            if before is not None and (comparison := changed_items(was, now)):
+                print(f"{'':<28}{comparison}")
             if before is not None:
                 print(f"{'':<28}speed-up {was.wall / max(now.wall, 1e-9):.2f}x wall, "
                       f"{was.cpu / max(now.cpu, 1e-9):.2f}x CPU")

@@ -225,7 +225,10 @@ def _diffusers_item(item: WorkItem, seed: int):
     except Exception as exc:  # noqa: BLE001 - no inputs, no CPU reference (the census names the cause)
         return result_for(item, ReferenceFailed(f"inputs failed: {type(exc).__name__}: {exc}"),
                           extra={**extra, "stage": "inputs"})
-    run = forward.run_backward if item.variant == "backward" else forward.run_forward
+    from conformance.models.diffusers.flex_reference import with_dense_flex
+
+    # flex attention on the CPU runs as explicit math: PyTorch has no flex backward there
+    run = with_dense_flex(forward.run_backward if item.variant == "backward" else forward.run_forward)
     return base, inputs, run, extra
 
 

@@ -19,12 +19,42 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
+_OP_NAMES: dict[Any, str] = {}  # str(OpOverload) builds the name anew on every call
+
+
 def op_name(func: Any) -> str:
     """'aten.mul.Tensor' (a higher-order operator: 'higher_order.flex_attention'): the name
     profiles, results and reports use."""
-    if isinstance(func, torch._ops.HigherOrderOperator):
-        return f"higher_order.{func.name()}"
-    return str(func)
+    name = _OP_NAMES.get(func)
+    if name is None:
+        name = f"higher_order.{func.name()}" if isinstance(func, torch._ops.HigherOrderOperator) else str(func)
+        _OP_NAMES[func] = name
+    return name
+
+
+def call_leaves(*trees: Any) -> list:
+    """pytree.tree_leaves(trees), walking plain lists, tuples and dicts itself: an aten call's
+    arguments nest no deeper than a list of tensors, and pytree's general walk, run around
+    every call, cost more than many of the ops. Anything else pytree knows goes to pytree."""
+    leaves: list = []
+    nodes = pytree.SUPPORTED_NODES
+
+    def add(value: Any) -> None:
+        kind = type(value)
+        if kind is list or kind is tuple:
+            for element in value:
+                add(element)
+        elif kind is dict:
+            for element in value.values():
+                add(element)
+        elif kind in nodes or isinstance(value, (list, tuple, dict)):  # a namedtuple, a registered node
+            leaves.extend(pytree.tree_leaves(value))
+        else:
+            leaves.append(value)
+
+    for tree in trees:
+        add(tree)
+    return leaves
 
 
 def backend_key(args: Any, kwargs: Any):
@@ -43,7 +73,7 @@ def backend_key(args: Any, kwargs: Any):
 
 
 def touches_device(args: Any, kwargs: Any, out: Any, device_type: str) -> bool:
-    return _on_device(pytree.tree_leaves((args, kwargs, out)), device_type)
+    return _on_device(call_leaves(args, kwargs, out), device_type)
 
 
 def _on_device(leaves: list, device_type: str) -> bool:
@@ -147,7 +177,7 @@ class OpRecorder(TorchDispatchMode):
             return self._higher_order(func, args, kwargs)
         name = op_name(func)
         # One walk of the arguments serves both questions: this runs around every aten call.
-        leaves = pytree.tree_leaves((args, kwargs))
+        leaves = call_leaves(args, kwargs)
         if self.into_subclasses:
             subclasses = _wrapper_subclasses(leaves)
             if subclasses:

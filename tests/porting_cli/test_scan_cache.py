@@ -176,3 +176,20 @@ def test_diff_of_a_cached_file_still_works(tmp_path):
                           text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == fix_source(SCRIPT, str(script)).diff()
+
+
+def test_the_collector_is_tuned_during_the_analysis_and_restored_after(tmp_path, monkeypatch):
+    import gc
+
+    seen = []
+    real = batch.analyse
+
+    def recording(text, path):
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0))
+        return real(text, path)
+    monkeypatch.setattr(batch, "analyse", recording)
+    before = gc.get_threshold(), gc.get_freeze_count()
+    (tmp_path / "train.py").write_text(SCRIPT)
+    scan_paths([(str(tmp_path / "train.py"), "train.py")], ScanOptions(jobs=1, cache=ScanCache(None)))
+    assert seen == [(batch.GC_THRESHOLD, True)]
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
