@@ -182,3 +182,14 @@ def plan(command: str, options: Any) -> list[WorkItem]:
     for suite in for_command(command):
         items.extend(suite.plan(options))
     return items
+
+
+def preload_suites(suites: tuple[str, ...]) -> None:
+    """Import what the suites need before the run's configuration is known (a prestarted
+    worker does this while the parent is still planning). Failures are left for
+    `prepare_suites`, which reports them."""
+    for name in suites:
+        try:
+            get(name).preload()
+        except Exception:  # noqa: BLE001 - prepare_suites raises it again, with context
+            pass

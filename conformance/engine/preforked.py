@@ -68,7 +68,7 @@ def _preload_in_server(suites: tuple[str, ...]) -> None:
 
     torch.set_num_threads(1)  # no OpenMP pool is created here, so none is inherited broken
     from conformance.engine.import_noise import silence_known_noise
-    from conformance.engine.worker import preload_suites
+    from conformance.suite import preload_suites
 
     silence_known_noise()
     preload_suites(suites)

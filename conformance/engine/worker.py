@@ -93,19 +93,6 @@ def run_one(item: WorkItem, ctx: WorkerContext) -> Result:
     return result
 
 
-def preload_suites(suites: tuple[str, ...]) -> None:
-    """Import what the suites need before the run's configuration is known (a prestarted
-    worker does this while the parent is still planning). Failures are left for
-    `prepare_suites`, which reports them."""
-    from conformance import suite
-
-    for name in suites:
-        try:
-            suite.get(name).preload()
-        except Exception:  # noqa: BLE001 - prepare_suites raises it again, with context
-            pass
-
-
 def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (),
                 environ: dict[str, str] | None = None) -> None:
     """Process entry point of the local pool.
@@ -134,6 +121,8 @@ def worker_main(conn: Any, config: RunConfig | None, suites: tuple[str, ...] = (
     # OpInfo samples warn a lot; results say what matters (fallback tracking records its own).
     warnings.simplefilter("ignore")
     if config is None:
+        from conformance.suite import preload_suites
+
         preload_suites(suites)
         try:
             message = conn.recv()

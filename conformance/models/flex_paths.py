@@ -38,7 +38,7 @@ def forget_compiled_flex() -> None:
 def fails_on_cpu(ctx, base, inputs, dtype, seed) -> str | None:
     """The REF_ERROR message where the model's own flex path fails on the CPU too; then the
     device's failure is the model's, not the backend's."""
-    from conformance.models.runner import _RefFailure
+    from conformance.models.cpu_runs import RefFailure as _RefFailure
 
     try:
         _flex_forward(ctx, base, inputs, dtype, seed)
@@ -61,7 +61,7 @@ def disagreement(ctx, base, inputs, dtype, seed) -> str | None:
 
     from conformance.models.judges import judge_logits
     from conformance.models.passes import run_forward
-    from conformance.models.runner import _RefFailure, _copy, _on_cpu, _oracle_copy
+    from conformance.models.cpu_runs import RefFailure as _RefFailure, copy_model as _copy, on_cpu as _on_cpu, oracle_copy as _oracle_copy
 
     try:
         with torch.no_grad():
@@ -86,7 +86,7 @@ def _flex_forward(ctx, base, inputs, dtype, seed):
 
     from conformance.compiling.settings import default_compiler
     from conformance.models.passes import run_forward
-    from conformance.models.runner import _copy, _on_cpu
+    from conformance.models.cpu_runs import copy_model as _copy, on_cpu as _on_cpu
 
     model = _copy(base, "cpu", dtype)
     model.set_attn_implementation("flex_attention")

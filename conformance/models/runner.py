@@ -39,10 +39,18 @@ from conformance.models.judges import _JUDGES
 from conformance.models.passes import _VARIANTS, NothingToDifferentiate, run_forward, run_generate
 from conformance.models.plan import SUITE, ModelOptions
 from conformance.outcome import Missing, NotApplicable, ReferenceFailed, result_for
+from conformance.models.cpu_runs import RefFailure as _RefFailure
+from conformance.models.cpu_runs import copy_model as _copy
+from conformance.models.cpu_runs import on_cpu as _on_cpu
+from conformance.models.cpu_runs import oracle_copy as _oracle_copy
 from op_db.records import Result, WorkItem, shorten
 
-class _RefFailure(Exception):
-    """The CPU reference (or the float64 oracle) raised; wraps the original."""
+
+
+def preload() -> None:
+    """Transformers' import (its modeling utilities pull in torchao and SciPy through the
+    quantizers: seconds of CPU), done once in the server workers fork from."""
+    import transformers.modeling_utils  # noqa: F401
 
 
 def prepare(ctx) -> None:
@@ -248,25 +256,6 @@ def _forward_of(item: WorkItem, run: Callable) -> Callable:
 # -- running one variant ------------------------------------------------------------------------
 
 
-def _copy(model, device, dtype):
-    from conformance.models.dtype_plan import cast_model
-
-    return cast_model(copy.deepcopy(model), device, dtype)
-
-
-def _oracle_copy(base):
-    """The float64 copy; grouped-matmul MoE kernels have no float64, so its experts run eagerly."""
-    import torch
-
-    model = _copy(base, "cpu", torch.float64)
-    if hasattr(model, "set_experts_implementation") and getattr(model.config, "_experts_implementation", None):
-        try:
-            model.set_experts_implementation("eager")
-        except Exception:  # noqa: BLE001 - models without experts refuse; nothing to change
-            pass
-    return model
-
-
 def _nan_where_finite(hi_out, ref_out) -> str | None:
     """Where the oracle is NaN and the CPU's result finite (a model whose float64 run breaks down,
     e.g. a mask value that is -inf in float64), the name of the first such output, else None."""
@@ -302,17 +291,6 @@ def _narrower_oracle(run, base, inputs, dtype, seed, ref_out):
 # judged; a model whose outputs sum past this goes without the second reference (Gemma 3n's
 # 262k-token embeddings, kept through every op of its backward, reached 11.7 GB).
 KEEP_CALLS_BYTES = 1 << 30
-
-
-def _on_cpu(run, model, inputs, dtype, seed):
-    from conformance.models.inputs import cast_inputs
-    from conformance.models.randomness import reseed
-
-    try:
-        reseed(seed)
-        return run(model, cast_inputs(inputs, "cpu", dtype))
-    except Exception as exc:  # noqa: BLE001
-        raise _RefFailure(f"{type(exc).__name__}: {str(exc).strip()}") from exc
 
 
 class _DeviceRun:
