@@ -21,7 +21,8 @@ tree, timed for wall clock and CPU (user+sys of the tree, resource.getrusage(RUS
 on a loaded machine the wall time grows with the load and the CPU time does not, so the load
 average is printed beside each part. `--before REV` runs each part first from a copy of commit
 REV (`git archive`), so that before and after come from one run on one machine, with the ratio,
-and compares the two runs item by item (each item's status) wherever the part keeps a database.
+and compares the two runs item by item (status, sample counts, first failing sample) wherever
+the part keeps a database.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from opinfo_sweep import source_tree  # noqa: E402
+from opinfo_sweep import differences, item_verdict, source_tree  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,29 +125,25 @@ def run_part(part: Part, tree: Path, sample: int, scratch: Path) -> Timing:
                   db if os.path.exists(db) else "")
 
 
-def item_statuses(db: str) -> dict[tuple[str, ...], str]:
-    """(suite, subject, variant, dtype, mode) -> status of every item in the run database."""
+def item_verdicts(db: str) -> dict:
+    """Every item of the run database with its verdict, as opinfo_sweep.differences reads them."""
     from op_db.store import Store
 
-    store = Store.open(db, readonly=True)
-    try:
-        return {(r.suite, r.subject, r.variant, r.dtype, r.mode): r.status.value
-                for run in store.runs() for r in store.results(run["id"])}
-    finally:
-        store.close()
+    with Store.open(db, readonly=True) as store:
+        return {"verdicts": {r.item: item_verdict(r) for run in store.runs() for r in store.results(run["id"])}}
 
 
 def changed_items(before: Timing, after: Timing) -> str:
-    """The item-by-item comparison of two runs of a part: which items changed status, or were
-    lost or gained; "" for a part without a database."""
+    """The item-by-item comparison of two runs of a part (status, sample counts, first failing
+    sample): which items changed, or were lost or gained; "" for a part without a database."""
     if not (before.db and after.db):
         return ""
-    was, now = item_statuses(before.db), item_statuses(after.db)
-    changes = [f"{'/'.join(key)}: {was.get(key, 'absent')} -> {now.get(key, 'absent')}"
-               for key in sorted(set(was) | set(now)) if was.get(key) != now.get(key)]
+    was, now = item_verdicts(before.db), item_verdicts(after.db)
+    changes, _ = differences(was, now)
     if not changes:
-        return f"item by item: all {len(now)} items the same status"
-    return f"item by item: {len(changes)} of {len(set(was) | set(now))} changed: " + "; ".join(changes[:20])
+        return f"item by item: all {len(now['verdicts'])} items the same verdict"
+    total = len(set(was["verdicts"]) | set(now["verdicts"]))
+    return f"item by item: {len(changes)} of {total} changed: " + "; ".join(changes[:20])
 
 
 def show(label: str, part: Part, timing: Timing, sample: int) -> None:

@@ -69,10 +69,10 @@ def run_engine(dtypes: str, jobs: int, workdir: Path, tree: Path = ROOT, label: 
     return {"label": f"{label} jobs={jobs}", "wall": wall, "cpu": cpu, "items": len(results),
             "samples": sum(r.samples for r in results), "op_time": op_time, "jobs": jobs,
             "item_time": sum(r.duration_s for r in results), "counts": {k: v for k, v in counts.items() if v},
-            "verdicts": {r.item: _verdict(r) for r in results}}
+            "verdicts": {r.item: item_verdict(r) for r in results}}
 
 
-def _verdict(result) -> tuple:
+def item_verdict(result) -> tuple:
     """What a harness change must not move: status, sample counts and the first failing
     sample; then the numerics statistics (rule 5), which a nondeterministic CPU kernel
     (LAPACK's lstsq, run to run) may move on its own."""

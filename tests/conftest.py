@@ -142,8 +142,9 @@ def sim_profile_of_this_test_only():
 
 @pytest.fixture(scope="module", autouse=True)
 def sim_profile_of_this_module_only():
-    """The same for a module fixture that opens sim with a profile (test_engine_ray's run): it is
-    set up before any test's own fixture looks, so only the module's teardown can undo it."""
+    """The same for a module fixture that opens sim with a profile (test_quant_reports' in-process
+    `quant --sim-profile`): it is set up before any test's own fixture looks, so only the module's
+    teardown can undo it."""
     yield from _restore_sim_profile()
 
 
@@ -219,4 +220,3 @@ def pytest_xdist_make_scheduler(config, log):
 
     config.option.loadscopereorder = False  # keep the heaviest-first order of the collection
     return HeaviestFirst(config, log)
-

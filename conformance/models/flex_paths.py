@@ -19,6 +19,7 @@ CPU), none of the tool's instrumentation.
 
 from __future__ import annotations
 
+from conformance.models.cpu_runs import RefFailure, copy_model, on_cpu, oracle_copy
 from op_db.records import shorten
 
 MODEL_BUG = "model bug on CPU: its flex_attention path"
@@ -38,11 +39,9 @@ def forget_compiled_flex() -> None:
 def fails_on_cpu(ctx, base, inputs, dtype, seed) -> str | None:
     """The REF_ERROR message where the model's own flex path fails on the CPU too; then the
     device's failure is the model's, not the backend's."""
-    from conformance.models.cpu_runs import RefFailure as _RefFailure
-
     try:
         _flex_forward(ctx, base, inputs, dtype, seed)
-    except _RefFailure as exc:
+    except RefFailure as exc:
         cause = exc.__cause__ or exc
         return shorten(f"{MODEL_BUG} fails on the CPU too, without the tool: {type(cause).__name__}: {cause}", 400)
     return None
@@ -61,14 +60,13 @@ def disagreement(ctx, base, inputs, dtype, seed) -> str | None:
 
     from conformance.models.judges import judge_logits
     from conformance.models.passes import run_forward
-    from conformance.models.cpu_runs import RefFailure as _RefFailure, copy_model as _copy, on_cpu as _on_cpu, oracle_copy as _oracle_copy
 
     try:
         with torch.no_grad():
-            ref = _on_cpu(run_forward, _copy(base, "cpu", dtype), inputs, dtype, seed)
-            hi = _on_cpu(run_forward, _oracle_copy(base), inputs, torch.float64, seed)
+            ref = on_cpu(run_forward, copy_model(base, "cpu", dtype), inputs, dtype, seed)
+            hi = on_cpu(run_forward, oracle_copy(base), inputs, torch.float64, seed)
         flex = _flex_forward(ctx, base, inputs, torch.float64, seed)
-    except _RefFailure:
+    except RefFailure:
         return None
     judged = judge_logits(_cast(flex, dtype), ref, hi)
     if judged.ok:
@@ -81,19 +79,18 @@ def disagreement(ctx, base, inputs, dtype, seed) -> str | None:
 
 
 def _flex_forward(ctx, base, inputs, dtype, seed):
-    """The model's forward on the CPU in `dtype`, attending through flex (raises _RefFailure)."""
+    """The model's forward on the CPU in `dtype`, attending through flex (raises RefFailure)."""
     import torch
 
     from conformance.compiling.settings import default_compiler
     from conformance.models.passes import run_forward
-    from conformance.models.cpu_runs import copy_model as _copy, on_cpu as _on_cpu
 
-    model = _copy(base, "cpu", dtype)
+    model = copy_model(base, "cpu", dtype)
     model.set_attn_implementation("flex_attention")
     forget_compiled_flex()
     try:
         with torch.no_grad(), default_compiler(ctx.config.compile, "eager"):
-            return _on_cpu(run_forward, model, inputs, dtype, seed)
+            return on_cpu(run_forward, model, inputs, dtype, seed)
     finally:
         forget_compiled_flex()
 

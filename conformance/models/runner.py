@@ -35,16 +35,16 @@ from typing import Any
 
 from conformance.flex.refusal import FORWARD_OP as FLEX_OP, refusal as flex_refusal
 from conformance.models import flex_paths
-from conformance.models.judges import _JUDGES
-from conformance.models.passes import _VARIANTS, NothingToDifferentiate, run_forward, run_generate
-from conformance.models.plan import SUITE, ModelOptions
-from conformance.outcome import Missing, NotApplicable, ReferenceFailed, result_for
+# Under the runner's own names: its tests replace _oracle_copy here to break the oracle.
 from conformance.models.cpu_runs import RefFailure as _RefFailure
 from conformance.models.cpu_runs import copy_model as _copy
 from conformance.models.cpu_runs import on_cpu as _on_cpu
 from conformance.models.cpu_runs import oracle_copy as _oracle_copy
+from conformance.models.judges import _JUDGES
+from conformance.models.passes import _VARIANTS, NothingToDifferentiate, run_forward, run_generate
+from conformance.models.plan import SUITE, ModelOptions
+from conformance.outcome import Missing, NotApplicable, ReferenceFailed, result_for
 from op_db.records import Result, WorkItem, shorten
-
 
 
 def preload() -> None:
@@ -313,12 +313,12 @@ class _DeviceRun:
         self.device_output = None  # eager: the output as the device holds it (rule 6 replays toward it)
         self.calls: list = []  # eager: the device's aten calls, kept by reference
 
-    def fresh_model(self, copied=None):
-        """A new copy of the model on the device, attending through `attn` where one is set;
-        `copied`: a deep copy of `base` made beforehand, outside the dispatch modes (see execute)."""
+    def fresh_model(self, copied):
+        """`copied`, a deep copy of `base` made beforehand outside the dispatch modes (see execute),
+        cast onto the device, attending through `attn` where one is set."""
         from conformance.models.dtype_plan import cast_model
 
-        model = cast_model(copied if copied is not None else copy.deepcopy(self.base), self.ctx.device, self.dtype)
+        model = cast_model(copied, self.ctx.device, self.dtype)
         if self.attn == "flex_attention":
             model.set_attn_implementation(self.attn)
             flex_paths.forget_compiled_flex()  # compiled afresh by the device's compiler
