@@ -17,7 +17,8 @@ Parts (the nightly a backend team runs; `--parts` takes a comma list of names):
 
 `--sample N` runs shard 1/N of the ops parts and every Nth zoo item, and prints the whole part's
 time extrapolated (xN); dist and the Diffusers parts are not sampled. Every part is one process
-tree, timed for wall clock and CPU (user+sys of the tree, resource.getrusage(RUSAGE_CHILDREN)):
+tree, timed for wall clock and CPU (user+sys of the tree, resource.getrusage(RUSAGE_CHILDREN), this
+process the reaper of the tree's orphans, such as the workers' server):
 on a loaded machine the wall time grows with the load and the CPU time does not, so the load
 average is printed beside each part. `--before REV` runs each part first from a copy of commit
 REV (`git archive`), so that before and after come from one run on one machine, with the ratio,
@@ -40,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from opinfo_sweep import differences, item_verdict, source_tree  # noqa: E402
+from opinfo_sweep import adopt_orphans, differences, item_verdict, reap_orphans, source_tree  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +117,7 @@ def run_part(part: Part, tree: Path, sample: int, scratch: Path) -> Timing:
     started = time.perf_counter()
     done = subprocess.run(command(part, tree, sample, db), cwd=tree, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    reap_orphans()  # the workers' server outlives the part by a moment; its CPU counts once waited for
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime)
     if done.returncode not in (0, 1):  # 1: some item failed, which a fault-free nightly reports too
@@ -167,6 +169,7 @@ def main() -> int:
         print(f"unknown part(s): {', '.join(unknown)}; parts: {', '.join(known)}" if unknown
               else "--sample must be at least 1", file=sys.stderr)
         return 2
+    adopt_orphans()
     with tempfile.TemporaryDirectory(prefix="nightly-bench-") as folder:
         scratch = Path(folder)
         before = source_tree(args.before, scratch) if args.before else None

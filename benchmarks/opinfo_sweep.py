@@ -57,7 +57,7 @@ def run_engine(dtypes: str, jobs: int, workdir: Path, tree: Path = ROOT, label: 
     done = subprocess.run([sys.executable, "-m", "porting_cli", "ops", "--device", "sim", "--dtype", dtypes, "--jobs", str(jobs),
                            "--db", str(db), *selection], env=env, capture_output=True, text=True, cwd=tree)
     wall = time.perf_counter() - started
-    _reap_orphans()
+    reap_orphans()
     cpu = _children_cpu() - cpu_before
     if done.returncode not in (0, 1):
         sys.exit(f"neuron-check ops failed ({done.returncode}): {done.stderr.strip()[-500:]}")
@@ -103,7 +103,7 @@ def source_tree(rev: str, workdir: Path) -> Path:
     return tree
 
 
-def _adopt_orphans() -> None:
+def adopt_orphans() -> None:
     """Become the reaper of the runs' orphaned descendants (Linux): the worker server
     (conformance/engine/preforked.py) and its workers outlive the command by a moment, and
     their CPU seconds count only once someone here waits for them."""
@@ -113,7 +113,7 @@ def _adopt_orphans() -> None:
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
-def _reap_orphans() -> None:
+def reap_orphans() -> None:
     """Wait for every descendant left (they end once the command has: lifeline.py)."""
     while True:
         try:
@@ -220,7 +220,7 @@ def main() -> None:
     if args.plain_loop:
         plain_loop(args.plain_loop.split(","), args.plain_threads)
         return
-    _adopt_orphans()
+    adopt_orphans()
     print(f"OpInfo forward sweep on sim, dtypes {args.dtype}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f} at start")
     rows = {}
