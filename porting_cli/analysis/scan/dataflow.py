@@ -323,10 +323,13 @@ class _Flow:
 SOURCE_WORDS = ("cuda", "spawn", "start_processes", "parse_args", "parse_known_args", *INDEX_ENV,
                 *(option.replace("_", sep) for option in INDEX_OPTIONS for sep in "_-"))
 #: the values a string literal must equal or start with to start a kind: spelled in pieces
-#: (`"cu" "da"`) its first piece is a proper prefix of one of them, closed by a quote
+#: (`"cu" "da"`) its first piece is a proper prefix of one of them, closed by a quote, and the
+#: next token is another string (after spaces, comments, line continuations: the parser joins
+#: only adjacent literals). A short string on its own (`open(path, "r")`, `"d"`) is no piece.
 _VALUES = ("cuda:", *INDEX_ENV, *(f"{dashes}{option.replace('_', sep)}" for option in INDEX_OPTIONS
                                   for sep in "_-" for dashes in ("", "--")))
-_PIECE = re.compile("[\"'](?:%s)[\"']" % "|".join(sorted({re.escape(v[:n]) for v in _VALUES for n in range(1, len(v))})))
+_PIECE = re.compile("[\"'](?:%s)[\"'](?:\\s|\\\\(?:\r\n|\r|\n)|#[^\r\n]*)*[rRbBuUfF]{0,2}[\"']"
+                    % "|".join(sorted({re.escape(v[:n]) for v in _VALUES for n in range(1, len(v))})))
 #: a backslash that may spell a letter inside a string (`"\x63uda"`) or continue it on the next line
 _ESCAPE = re.compile(r"\\(?:[xuUN0-7\r\n])")
 
