@@ -15,6 +15,8 @@ FLOW_SOURCES = {
     "pieces over lines": 'import torch\nuse = dev.type == ("cu"  # the device\n    \'da\')\nopt = torch.optim.AdamW(p, fused=use)\n',
     "pieces after a continuation": 'import torch\nuse = dev.type == "cu" \\\n    "da"\nopt = torch.optim.AdamW(p, fused=use)\n',
     "env pieces, raw": 'import os\nimport torch\nrank = int(os.environ["LOCAL_" r"RANK"])\nm = torch.nn.Linear(2, 2).to(rank)\n',
+    "argparse option": 'import argparse\nimport torch\np = argparse.ArgumentParser()\np.add_argument("--gpu", type=int)\n'
+                       'args = p.parse_args()\nm = torch.nn.Linear(2, 2).to(args.gpu)\n',
     "escape": 'import torch\nuse = dev.type == "\\x63uda"\nopt = torch.optim.AdamW(p, fused=use)\n',
     "env pieces": 'import os\nimport torch\nrank = int(os.environ["LOCAL_" "RANK"])\nm = torch.nn.Linear(2, 2).to(rank)\n',
     "full width": 'import torch\nrank = torch.ｃｕｄａ.current_device()\nm = torch.nn.Linear(2, 2).to(rank)\n',
@@ -42,6 +44,10 @@ def test_a_file_without_flow_words_gets_an_empty_flow():
     assert dataflow.may_flow('x = "cu" "da"\n')
     # a short string that is no piece of a longer one starts nothing (files open with "r")
     assert not dataflow.may_flow('with open(path, "r") as f:\n    modes = ["r", "d", "-"]\n')
+    # the words of a device option count only where an argparse option can be declared
+    docstring = '"""Trains on one gpu (pass its device_id)."""\nimport torch\nx = torch.zeros(2)\n'
+    assert not dataflow.may_flow(docstring)
+    assert dataflow.may_flow(docstring + 'parser.add_argument("--device_id")\n')
 
 
 def test_a_kernel_named_in_full_width_letters_is_still_a_kernel():
