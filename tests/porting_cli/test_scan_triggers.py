@@ -50,6 +50,15 @@ def test_imported_names_are_found_as_whole_words(name):
     assert engine.candidate_lines(split_lines(text), aliases) == reference_lines(text, ["amp_scope"])
 
 
+@pytest.mark.parametrize("name", ["ascii", "dotted capital I"])
+def test_several_imported_names_and_their_lines_that_hold_triggers_too(name):
+    # the names are searched apart from the triggers: a line found by both is one line, and a
+    # dotted binding (`self.scaler = torch.cuda.amp.GradScaler`) is a whole name too
+    text = TEXTS[name] + "gpu.synchronize(); torch.zeros(1)\nself.scaler.step()\nnvtx_range()\nselfxscaler = 1\n"
+    aliases = {"gpu": "torch.cuda", "self.scaler": "torch.cuda.amp.GradScaler", "nvtx_range": "torch.cuda.nvtx.range"}
+    assert engine.candidate_lines(split_lines(text), aliases) == reference_lines(text, list(aliases))
+
+
 def test_a_fold_exception_sends_the_text_to_the_case_insensitive_search():
     assert triggers.foldable("tranſformers") is None
     assert triggers.foldable("İ") is None  # lower() makes it two characters

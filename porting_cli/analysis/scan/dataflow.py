@@ -319,14 +319,27 @@ class _Flow:
 
 
 #: every name a kind starts from (`is_cuda`, `torch.cuda.*`, `mp.spawn`, `parse_args`) and every
-#: string value (`"cuda"`, `"cuda:N"`, an environment key, an argparse option) holds one of these
-SOURCE_WORDS = ("cuda", "spawn", "start_processes", "parse_args", "parse_known_args", *INDEX_ENV,
-                *(option.replace("_", sep) for option in INDEX_OPTIONS for sep in "_-"))
+#: string value (`"cuda"`, `"cuda:N"`, an environment key) holds one of these
+SOURCE_WORDS = ("cuda", "spawn", "start_processes", "parse_args", "parse_known_args", *INDEX_ENV)
+#: an argparse option holds a device index only where an `add_argument` call declares it
+#: (FlowFacts' index options): its words ("gpu", in many docstrings) count only then
+DECLARES_OPTIONS = "add_argument"
+OPTION_WORDS = tuple(option.replace("_", sep) for option in INDEX_OPTIONS for sep in "_-")
 #: the values a string literal must equal or start with to start a kind: spelled in pieces
-#: (`"cu" "da"`) its first piece is a proper prefix of one of them, closed by a quote
-_VALUES = ("cuda:", *INDEX_ENV, *(f"{dashes}{option.replace('_', sep)}" for option in INDEX_OPTIONS
-                                  for sep in "_-" for dashes in ("", "--")))
-_PIECE = re.compile("[\"'](?:%s)[\"']" % "|".join(sorted({re.escape(v[:n]) for v in _VALUES for n in range(1, len(v))})))
+#: (`"cu" "da"`) its first piece is a proper prefix of one of them, closed by a quote, and the
+#: next token is another string (after spaces, comments, line continuations: the parser joins
+#: only adjacent literals). A short string on its own (`open(path, "r")`, `"d"`) is no piece.
+_VALUES = ("cuda:", *INDEX_ENV)
+_OPTION_VALUES = tuple(f"{dashes}{word}" for word in OPTION_WORDS for dashes in ("", "--"))
+
+
+def _pieces(values) -> re.Pattern:
+    prefixes = "|".join(sorted({re.escape(v[:n]) for v in values for n in range(1, len(v))}))
+    return re.compile("[\"'](?:%s)[\"'](?:\\s|\\\\(?:\r\n|\r|\n)|#[^\r\n]*)*[rRbBuUfF]{0,2}[\"']" % prefixes)
+
+
+_PIECE = _pieces(_VALUES)
+_OPTION_PIECE = _pieces(_OPTION_VALUES)
 #: a backslash that may spell a letter inside a string (`"\x63uda"`) or continue it on the next line
 _ESCAPE = re.compile(r"\\(?:[xuUN0-7\r\n])")
 
@@ -335,8 +348,11 @@ def may_flow(text: str) -> bool:
     """Whether the data flow can find anything in ``text``: a file that holds none of the words
     and values that start a kind has no kinds, no sites, no fused lines and no AMP wrappers, and
     its flow is empty without walking its tree (most files of a large package say no `cuda`)."""
-    return (any(mentions(text, word) for word in SOURCE_WORDS) or _PIECE.search(text) is not None
-            or _ESCAPE.search(text) is not None)
+    if any(mentions(text, word) for word in SOURCE_WORDS) or _PIECE.search(text) is not None \
+            or _ESCAPE.search(text) is not None:
+        return True
+    return mentions(text, DECLARES_OPTIONS) and (any(mentions(text, word) for word in OPTION_WORDS)
+                                                 or _OPTION_PIECE.search(text) is not None)
 
 
 def device_flow(tree: ast.Module, aliases: dict[str, str], lines: list[str], text: str | None = None) -> DeviceFlow:

@@ -87,23 +87,35 @@ def collect_imports(tree: ast.Module) -> dict[str, str]:
 
 
 def candidate_lines(lines: list[str], aliases: dict[str, str]) -> list[int]:
-    """1-based numbers of the lines that could hold a finding."""
+    """1-based numbers of the lines that could hold a finding: where a trigger matches, or a
+    name whose import is a trigger's (``from torch import cuda as gpu``). The two are searched
+    apart, so the triggers' pattern is compiled once for all files and each file compiles
+    only the small pattern of its names (one pattern of both cost a compile per file)."""
     extra = [name for name, qn in aliases.items() if has_trigger(qn) and not has_trigger(name)]
     text = "".join(lines)
     low = foldable(text)
     if low is not None and all(name.isascii() for name in extra):  # the same matches, in lower case
-        text = low
-        pattern = trigger_pattern(TRIGGER_ALTERNATIVES, tuple(name.lower() for name in extra))
+        text, triggers, flags = low, LOWER_TRIGGER_RE, 0
+        extra = [name.lower() for name in extra]
     else:
-        names = "|".join(re.escape(n) for n in extra)
-        pattern = re.compile(f"{LOWER_TRIGGERS}|\\b(?:{names})\\b", re.IGNORECASE) if extra else _any_case_triggers()
+        triggers, flags = _any_case_triggers(), re.IGNORECASE
     starts, offset = [], 0
     for line in lines:
         starts.append(offset)
         offset += len(line)
+    found = _matching_lines(triggers, text, starts)
+    if extra:
+        names = re.compile(compact_triggers([rf"\b{re.escape(n)}\b" for n in extra]), flags)
+        found = sorted(set(found).union(_matching_lines(names, text, starts)))
+    return found
+
+
+def _matching_lines(pattern: re.Pattern, text: str, starts: list[int]) -> list[int]:
+    """The lines (1-based; ``starts``: their offsets in ``text``) where a match of ``pattern``
+    starts: one regex pass over the text, skipping to the next line after each hit."""
     found: list[int] = []
     pos = 0
-    while True:  # one regex pass over the text; skip to the next line after each hit
+    while True:
         m = pattern.search(text, pos)
         if m is None:
             return found

@@ -309,14 +309,21 @@ def qualname(node: ast.AST, aliases: dict[str, str]) -> str | None:
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if not isinstance(node, ast.Name):
+    return chain_qualname(node, parts, aliases)
+
+
+def chain_qualname(head: ast.AST, parts: list[str], aliases: dict[str, str]) -> str | None:
+    """``qualname`` of a chain already walked (a walk that also does other work at each link):
+    ``head`` is what the chain starts from, ``parts`` its attributes from the outermost in
+    (the list is used up)."""
+    if not isinstance(head, ast.Name):
         return None
     if parts and "." in aliases.get("", ""):  # the file binds attributes too (self.autocast = ...)
-        bound = aliases.get(f"{node.id}.{parts[-1]}")
+        bound = aliases.get(f"{head.id}.{parts[-1]}")
         if bound is not None:
             parts[-1] = bound
             return ".".join(reversed(parts))
-    parts.append(aliases.get(node.id, node.id))
+    parts.append(aliases.get(head.id, head.id))
     return ".".join(reversed(parts))
 
 

@@ -25,14 +25,16 @@ def split_lines(text: str) -> list[str]:
 def folded(text: str) -> str:
     """``text`` with its names as the parser reads them: Python folds every identifier to NFKC
     (a name spelled in full-width letters is the ASCII one)."""
-    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+    if text.isascii():
         return text
-    return _nfkc(text)
+    return _folded_unicode(text)
 
 
 @functools.lru_cache(maxsize=2)
-def _nfkc(text: str) -> str:  # the pre-filters ask one file's folded text many times
-    return unicodedata.normalize("NFKC", text)
+def _folded_unicode(text: str) -> str:
+    """The pre-filters ask one file's folded text many times (the data flow's alone some twenty
+    words): even the test that it is folded already reads the whole text, so it is done once."""
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 
 def mentions(text: str, word: str) -> bool:

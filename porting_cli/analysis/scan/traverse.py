@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from .base import Context, FamilyVisitor, ReferenceFamily
 from .net import prose_strings
-from .nodes import LEAF_FIELDS, child_fields
+from .nodes import LEAF_FIELDS, chain_qualname, child_fields
 
 
 class Piece(ast.Constant):
@@ -65,6 +65,7 @@ class Traversal:
         # with no handler for them, visiting the Load/Store/operator leaves does nothing
         handled = set(self.visit) | set(self.leave)
         self.skipped = frozenset(field for field, kinds in LEAF_FIELDS.items() if not handled & _leaf_names(kinds))
+        self.plans: dict[type, tuple] = {}
 
     def run(self, tree: ast.Module) -> None:
         self._body(tree.body)
@@ -104,7 +105,6 @@ class Traversal:
 
     def _node(self, node: ast.AST) -> None:
         kind = type(node)
-        name = kind.__name__
         ctx = self.ctx
         if kind is ast.Attribute or kind is ast.Name:
             self._reference(node)
@@ -126,13 +126,14 @@ class Traversal:
                 if type(value) is ast.FormattedValue:
                     self._node(value)
             return
-        for fn in self.visit.get(name, ()):
+        visits, leaves, fields = self.plans.get(kind) or self._plan(kind)
+        for fn in visits:
             fn(node)
         if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
             for decorator in node.decorator_list:
                 for fn in self.decorators:
                     fn(decorator)
-        for field in child_fields(kind, self.skipped):
+        for field in fields:
             value = getattr(node, field)
             if type(value) is list:
                 if value and isinstance(value[0], ast.stmt):
@@ -143,8 +144,15 @@ class Traversal:
                             self._node(item)
             elif isinstance(value, ast.AST):
                 self._node(value)
-        for fn in self.leave.get(name, ()):
+        for fn in leaves:
             fn(node)
+
+    def _plan(self, kind: type) -> tuple[tuple[Callable, ...], tuple[Callable, ...], tuple[str, ...]]:
+        """What the walk does at a node of type ``kind``: its visit and leave handlers and the
+        fields it walks, looked up once per type (a file has a million nodes of a few dozen)."""
+        name = kind.__name__
+        plan = self.plans[kind] = (self.visit.get(name, ()), self.leave.get(name, ()), child_fields(kind, self.skipped))
+        return plan
 
     def _reference(self, node: ast.Name | ast.Attribute) -> None:
         ctx = self.ctx
@@ -155,11 +163,13 @@ class Traversal:
             if qn == node.id or type(node.ctx) is not ast.Load:  # only a read of an alias uses the API
                 return
         else:
-            qn = ctx.qualname(node)
+            parts = []
             inner = node
             while type(inner) is ast.Attribute:  # inner parts are not references of their own
+                parts.append(inner.attr)
                 inner = inner.value
                 ctx.inner.add(id(inner))
+            qn = chain_qualname(inner, parts, ctx.aliases)  # one walk of the chain for both
             if not qn:
                 return
             if type(node.ctx) is not ast.Load and type(node.value) is ast.Name \
