@@ -156,24 +156,25 @@ class SimAdapter(BackendAdapter):
         return sim.active_profile()
 
     def track_fallbacks(self) -> "_SimFallbacks":
-        return _SimFallbacks()
+        import conformance.sim as sim
+
+        return _SimFallbacks(sim)
 
 
 class _SimFallbacks:
     """The sim's fallback counter as a tracker: entered once per sample, so a plain class
-    rather than a generator-based context manager."""
+    rather than a generator-based context manager, given the sim package once."""
+
+    def __init__(self, sim: Any):
+        self.sim = sim
 
     def __enter__(self) -> FallbackTracker:
-        import conformance.sim as sim
-
         self.tracker = FallbackTracker()
-        sim.reset_fallback_log()
+        self.sim.reset_fallback_log()
         return self.tracker
 
     def __exit__(self, *exc: Any) -> None:
-        import conformance.sim as sim
-
-        for op in sim.fallback_log():
+        for op in self.sim.fallback_log():
             self.tracker.add(op)
 
 

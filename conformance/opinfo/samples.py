@@ -64,15 +64,20 @@ def _widened_options(options: Any, dtype_map: dict[torch.dtype, torch.dtype]) ->
         return options
 
 
-def to_device(sample: Any, device: str, stay_on_cpu: frozenset[int] = frozenset(), adapter: Any = None):
+def to_device(sample: Any, device: str, stay_on_cpu: frozenset[int] = frozenset(), adapter: Any = None,
+              originals: list[torch.Tensor] | None = None):
     """A copy of the sample on `device` (a copy even for cpu, so in-place ops cannot reach the
     reference's inputs); tensors that require grad become new leaves there. Tensors whose
     position (in traversal order) is in `stay_on_cpu` stay on the CPU (see `cpu_positions`).
-    `adapter` (a BackendAdapter) makes the copies, through its fastest path to the device."""
+    `adapter` (a BackendAdapter) makes the copies, through its fastest path to the device.
+    `originals`, if given, receives the sample's own tensors in traversal order: what
+    `sample_tensors` finds, without a second walk."""
     position = iter(range(1 << 30))
     copy = _plain_copy if adapter is None else adapter.copy_to_device
 
     def move(t: torch.Tensor) -> torch.Tensor:
+        if originals is not None:
+            originals.append(t)
         target = "cpu" if next(position) in stay_on_cpu else device
         copy_to = copy if target == device else _plain_copy
         if not t.requires_grad:

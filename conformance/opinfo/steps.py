@@ -183,15 +183,19 @@ def compare_sample(setup: ItemSetup, tally: ItemTally, index: int, dev: Any, ref
             result = Comparison(False, "structure", placement)
     else:
         dev, ref = smp.plain_sizes(dev), smp.plain_sizes(ref)
-        measured = oracle is not None and tally.kind == "deterministic" and ulp.measurable(ref)
+        wants_oracle = oracle is not None and tally.kind == "deterministic"
         if chk.identical(dev, ref):
             result = Comparison(True, "exact", "", 0.0, 0.0)  # the common case on a good backend, cheaply
-            hi = oracle() if measured and tally.identical_elements < IDENTICAL_ELEMENTS_MEASURED else None
+            # Measured only until the item has enough bit-identical elements (and only then is
+            # `measurable` asked: `measured` matters below only for a failing result).
+            measured = wants_oracle and tally.identical_elements < IDENTICAL_ELEMENTS_MEASURED and ulp.measurable(ref)
+            hi = oracle() if measured else None
             if hi is not None:
                 leaves = ulp.oracle_leaves(ref, hi)
                 tally.identical_leaves += leaves
                 tally.identical_elements += sum(leaf[0].numel() for leaf in leaves)
         else:
+            measured = wants_oracle and ulp.measurable(ref)
             hi = oracle() if measured else None
             # With an expected rounding the lean is judged over the item only (`item_numerics`).
             result = compare(dev, ref, hi, rtol=setup.rtol, atol=setup.atol, bias_rule=setup.expect_rounding is None)
@@ -223,7 +227,10 @@ def item_numerics(setup: ItemSetup, tally: ItemTally) -> Comparison | None:
     if total is None:
         return None
     if tally.identical_leaves:
-        total.numerics = ulp.merge_numerics(total.numerics, ulp.numerics_of_leaves(tally.identical_leaves))
+        # A new total, not an update of this one: it may be a sample's own comparison (merge
+        # keeps the total as it is when a sample adds nothing to it).
+        numerics = ulp.merge_numerics(total.numerics, ulp.numerics_of_leaves(tally.identical_leaves))
+        tally.total = total = dataclasses.replace(total, numerics=numerics)
         tally.identical_leaves = []
     if total.ok and total.numerics is not None:
         reason = total.numerics.verdict(setup.expect_rounding)
@@ -284,13 +291,14 @@ def run_sample(setup: ItemSetup, tally: ItemTally, index: int, sample: Any) -> D
     """One sample through every step: NO_GRAD, ReferenceFailed, or the DeviceRun (with its
     `error`, or its `comparison`)."""
     # The device copy first: the CPU reference may update the sample in place.
+    tensors: list[torch.Tensor] = []  # the sample's own tensors, found by the copy's walk
     try:
-        dev_sample, move_error = smp.to_device(sample, setup.device, adapter=setup.adapter), None
+        dev_sample, move_error = smp.to_device(sample, setup.device, adapter=setup.adapter, originals=tensors), None
         # Compile mode: an untouched copy for eager on the device, the second reference.
         eager_sample = smp.to_device(sample, setup.device, adapter=setup.adapter) if setup.compiled else None
     except Exception as exc:  # the device cannot even hold the inputs (a layout, a dtype)
         dev_sample, eager_sample, move_error = None, None, exc
-    tensors = smp.sample_tensors(sample)
+        tensors = smp.sample_tensors(sample)  # the walk stopped part way
     versions = smp.tensor_versions(tensors)
     with setup.harness_time.measure():
         try:

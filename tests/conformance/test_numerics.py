@@ -118,3 +118,31 @@ def test_bit_identical_result_is_judged_as_the_long_way_judges_it():
         off.view(torch.int16 if dtype.itemsize == 2 else torch.int32)[100] += 1  # one ulp
         assert not rule._bit_identical(off, ref) and rule._bit_identical(ref.clone(), ref)
         assert rule.compare_leaf(off, ref, hi).max_abs_err > 0
+
+
+def _full_merge(a, b):
+    """Comparison.merge with its shortcut for an exact pass switched off."""
+    from unittest import mock
+
+    from conformance.numerics.comparison import Comparison
+
+    with mock.patch.object(Comparison, "_is_exact_pass", lambda self: False):
+        return a.merge(b)
+
+
+@pytest.mark.parametrize("total", [
+    dict(ok=True, rule="exact", max_abs_err=0.0, max_rel_err=0.0),
+    dict(ok=True, rule="allclose", max_abs_err=1e-7, max_rel_err=2e-7, err_ratio=1.1),
+    dict(ok=True, rule="exact"),  # no errors yet: the merge gives them
+    dict(ok=True, rule="structure", max_abs_err=0.0, max_rel_err=0.0),  # weaker than exact: the merge names exact
+    dict(ok=True, rule="oracle", reason="left over", max_abs_err=0.0, max_rel_err=0.0),  # a pass's reason is cleared
+    dict(ok=False, rule="oracle", reason="too far", max_abs_err=0.5, max_rel_err=0.1, leaf=1, where="output 1"),
+    dict(ok=True, rule="composite", max_abs_err=1e-6, max_rel_err=1e-6, note="less accurate; than the CPU"),
+    dict(ok=True, rule="allclose", max_abs_err=1e-6, max_rel_err=1e-6, samples=3, passed=3),
+])
+def test_merging_an_exact_pass_gives_what_the_full_merge_gives(total):
+    from conformance.numerics import Comparison
+
+    a, exact = Comparison(**total), Comparison(True, "exact", "", 0.0, 0.0)
+    assert a.merge(exact) == _full_merge(a, exact)
+    assert exact.merge(a) == _full_merge(exact, a)
