@@ -54,7 +54,6 @@ class Comparison:
             note=_merge_notes(self.note, other.note),
         )
 
-
     def _is_exact_pass(self) -> bool:
         """A pass with nothing to add to a merge but its 0.0 errors (the bit-identical sample)."""
         return (self.ok and self.rule == "exact" and self.max_abs_err == 0.0 and self.max_rel_err == 0.0
@@ -94,7 +93,6 @@ _RULE_STRENGTH = ("structure", "nonfinite", "exact", "allclose", "oracle", "comp
 
 def _stronger(a: str, b: str) -> str:
     return max(a, b, key=_RULE_STRENGTH.index)
-
 
 
 def rmse(a: torch.Tensor, b: torch.Tensor) -> float:
