@@ -105,7 +105,7 @@ def candidate_lines(lines: list[str], aliases: dict[str, str]) -> list[int]:
         offset += len(line)
     found = _matching_lines(triggers, text, starts)
     if extra:
-        names = re.compile(compact_triggers([rf"\b{re.escape(n)}\b" for n in extra]), flags)
+        names = trigger_pattern((), tuple(extra), flags)
         found = sorted(set(found).union(_matching_lines(names, text, starts)))
     return found
 

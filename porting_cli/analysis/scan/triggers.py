@@ -110,6 +110,6 @@ def foldable(text: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def trigger_pattern(alternatives: tuple[str, ...], words: tuple[str, ...] = ()) -> re.Pattern:
+def trigger_pattern(alternatives: tuple[str, ...], words: tuple[str, ...] = (), flags: int = 0) -> re.Pattern:
     """``alternatives`` and the whole ``words`` (identifiers) as one compact pattern."""
-    return re.compile(compact_triggers([*alternatives, *(rf"\b{re.escape(w)}\b" for w in words)]))
+    return re.compile(compact_triggers([*alternatives, *(rf"\b{re.escape(w)}\b" for w in words)]), flags)
